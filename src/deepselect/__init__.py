@@ -1,0 +1,15 @@
+"""deepselect: exact top-k of every row of a large tensor, read once.
+
+>>> import torch, deepselect
+>>> v, i = deepselect.topk_rows(torch.tensor([[3.0, 1.0, 4.0, 1.0, 5.0]]), 2, order="value")
+>>> i.tolist()
+[[4, 2]]
+"""
+
+from .api import topk_rows
+from .keys import from_keys, to_keys
+from .options import Order, TopkOptions
+from .oracle import oracle_topk
+
+__all__ = ["topk_rows", "oracle_topk", "to_keys", "from_keys", "Order", "TopkOptions"]
+__version__ = "0.1.0"

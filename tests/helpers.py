@@ -1,0 +1,39 @@
+"""Comparison helpers shared by the tests."""
+
+from __future__ import annotations
+
+import torch
+
+from deepselect.options import Order
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's raw bit pattern as int64, so NaN payloads and -0.0 compare exactly."""
+    width = t.element_size() * 8
+    itype = {16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
+    return t.contiguous().view(itype).to(torch.int64)
+
+
+def assert_same_topk(got, want, order: Order | str = Order.NONE, msg: str = "") -> None:
+    """Exact comparison: identical indices (as a set per row when order is none) and
+    bitwise-identical values in the same positions."""
+    gv, gi = got
+    wv, wi = want
+    order = Order(order)
+    gi, wi = gi.cpu().to(torch.int64), wi.cpu().to(torch.int64)
+    if order is Order.NONE:  # any order: compare after sorting each row by index
+        gp = torch.argsort(gi, dim=1, stable=True)
+        wp = torch.argsort(wi, dim=1, stable=True)
+        gi, wi = torch.gather(gi, 1, gp), torch.gather(wi, 1, wp)
+        if gv is not None:
+            gv, wv = torch.gather(gv.cpu(), 1, gp), torch.gather(wv.cpu(), 1, wp)
+    assert gi.shape == wi.shape, f"{msg} index shape {gi.shape} != {wi.shape}"
+    bad = (gi != wi).any(dim=1)
+    assert not bool(bad.any()), (
+        f"{msg} indices differ in rows {bad.nonzero().flatten()[:8].tolist()}: "
+        f"got {gi[bad][0][:16].tolist()} want {wi[bad][0][:16].tolist()}"
+    )
+    if gv is not None:
+        assert gv.dtype == wv.dtype
+        vb = (bits(gv.cpu()) != bits(wv.cpu())).any(dim=1)
+        assert not bool(vb.any()), f"{msg} values differ in rows {vb.nonzero().flatten()[:8]}"

@@ -1,0 +1,83 @@
+"""Argument validation of the row API: every misuse names the argument."""
+
+import pytest
+import torch
+
+import deepselect
+from deepselect import topk_rows
+
+
+def x2(rows=3, n=40, dtype=torch.float32):
+    return torch.randn(rows, n).to(dtype)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(k=0), ValueError, "k must be >= 1"),
+        (dict(k=2.0), TypeError, "k must be an int"),
+        (dict(k=True), TypeError, "k must be an int"),
+        (dict(k=3, order="bogus"), ValueError, "order must be one of"),
+        (dict(k=3, index_dtype=torch.int16), TypeError, "index_dtype"),
+        (dict(k=3, largest=1), TypeError, "largest"),
+        (dict(k=3, begin=torch.zeros(2, dtype=torch.int64)), ValueError, r"begin must have shape"),
+        (dict(k=3, begin=torch.zeros(3)), TypeError, "begin must have dtype"),
+        (dict(k=3, end=torch.full((3,), 41)), ValueError, "windows must satisfy"),
+        (
+            dict(k=3, begin=torch.tensor([0, 5, 2]), end=torch.tensor([1, 4, 3])),
+            ValueError,
+            "row 1",
+        ),
+        (dict(k=3, index_offset=torch.zeros(3)), TypeError, "index_offset must have dtype"),
+        (dict(k=3, index_offset=1.5), TypeError, "index_offset"),
+        (dict(k=3, fill_index=1.0), TypeError, "fill_index"),
+        (
+            dict(k=3, out_indices=torch.empty(3, 4, dtype=torch.int32)),
+            ValueError,
+            "out_indices must have shape",
+        ),
+        (
+            dict(k=3, out_indices=torch.empty(3, 3, dtype=torch.int64)),
+            TypeError,
+            "out_indices must have dtype",
+        ),
+        (
+            dict(k=3, out_values=torch.empty(3, 3, dtype=torch.float16)),
+            TypeError,
+            "out_values must have dtype",
+        ),
+        (
+            dict(k=3, return_values=False, out_values=torch.empty(3, 3)),
+            ValueError,
+            "return_values=False",
+        ),
+        (dict(k=3, backend="gpu"), ValueError, "backend must be"),
+    ],
+)
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        topk_rows(x2(), **kwargs)
+
+
+def test_bad_input_tensor():
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        topk_rows(torch.randn(4), 2)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        topk_rows(torch.zeros(2, 4, dtype=torch.int32), 2)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        topk_rows([[1.0, 2.0]], 1)
+
+
+def test_writes_into_given_buffers():
+    x = x2()
+    ov = torch.full((3, 5), 7.0)
+    oi = torch.full((3, 5), 7, dtype=torch.int32)
+    v, i = topk_rows(x, 5, out_values=ov, out_indices=oi, order="value")
+    assert v is ov and i is oi
+    want_v, want_i = deepselect.oracle_topk(x, 5, deepselect.TopkOptions(order="value"))
+    assert torch.equal(i, want_i) and torch.equal(v, want_v)
+
+
+def test_indices_only():
+    v, i = topk_rows(x2(), 4, return_values=False)
+    assert v is None and i.shape == (3, 4)
