@@ -1,0 +1,143 @@
+"""The kernel's benchmark table on a GPU, beside torch.topk and a plain read, in one run.
+
+Prints one line per shape: time of deepselect, torch.topk and x.amax(dim=1) (the read
+ceiling), speedup, effective TB/s = (valid input bytes + output bytes) / time.
+Inputs rotate through copies that together exceed the L2 cache (cold L2); timing
+uses CUDA events, a warm-up and the median of repeats. Every result is checked
+against torch.topk's values before it is timed.
+
+    python benchmarks/kernel_table.py [--quick] [--csv out.csv] [--dist normal]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+import torch
+
+import deepselect
+from deepselect.distributions import make
+
+L2_BYTES = 60 * 2**20
+
+CASES = [  # dtype, batch, N, k, order
+    ("bf16", 4096, 1 << 20, 512, "none"),
+    ("bf16", 256, 1 << 20, 512, "none"),
+    ("bf16", 256, 1 << 16, 512, "none"),
+    ("bf16", 768, 1 << 18, 1024, "none"),
+    ("bf16", 512, 1 << 17, 2048, "none"),
+    ("bf16", 6, 1 << 20, 512, "none"),
+    ("fp32", 4096, 129_280, 512, "value"),
+    ("fp32", 256, 129_280, 512, "value"),
+    ("fp32", 6, 129_280, 512, "value"),
+]
+QUICK = [CASES[0], CASES[1], CASES[2], CASES[6], CASES[7]]
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def copies_for(nbytes: int) -> int:
+    return max(1, min(16, -(-3 * L2_BYTES // max(nbytes, 1))))
+
+
+def time_ms(fn, inputs, repeats: int = 20) -> float:
+    for x in inputs[:2]:
+        fn(x)
+    torch.cuda.synchronize()
+    times = []
+    for r in range(repeats):
+        x = inputs[r % len(inputs)]
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(x)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def draw(dist: str, rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    if dist == "normal":
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        return torch.randn(rows, n, device="cuda", generator=g).to(dtype)
+    return make(dist, rows, n, dtype, "cuda", seed=seed)
+
+
+def check(x, k, order, vals, idx) -> str:
+    """Same multiset of values as torch.topk (ties may pick other indices), and the
+    values are x[row, idx]."""
+    tv = torch.topk(x.float(), k, dim=1).values
+    ours = vals.float()
+    if order == "none":
+        ours = ours.sort(dim=1, descending=True).values
+    ok = torch.equal(torch.nan_to_num(ours, nan=1e38), torch.nan_to_num(tv, nan=1e38))
+    ok &= torch.equal(
+        torch.gather(x, 1, idx.long()).float().nan_to_num(1e38), vals.float().nan_to_num(1e38)
+    )
+    return "ok" if ok else "WRONG"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--csv", default=None)
+    p.add_argument("--dist", default="normal")
+    p.add_argument("--repeats", type=int, default=20)
+    a = p.parse_args()
+    rows_out = []
+    hdr = f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} | {'ours ms':>8s} {'topk ms':>8s} {'read ms':>8s} | {'speedup':>7s} {'TB/s':>6s} {'%read':>6s} check"
+    print(hdr, flush=True)
+    for dts, rows, n, k, order in QUICK if a.quick else CASES:
+        dtype = DT[dts]
+        esz = torch.finfo(dtype).bits // 8
+        nbytes = rows * n * esz
+        inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
+        out_bytes = rows * k * (esz + 4)
+        v, i = deepselect.topk_rows(inputs[0], k, order=order)
+        torch.cuda.synchronize()
+        status = check(inputs[0], k, order, v, i)
+        ours = time_ms(lambda x: deepselect.topk_rows(x, k, order=order), inputs, a.repeats)
+        theirs = time_ms(
+            lambda x: torch.topk(x, k, dim=1, sorted=order != "none"), inputs, min(a.repeats, 10)
+        )
+        read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
+        tb = (nbytes + out_bytes) / (ours * 1e-3) / 1e12
+        rb = nbytes / (read * 1e-3) / 1e12
+        line = (
+            f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} | {ours:8.3f} {theirs:8.3f} {read:8.3f} | "
+            f"{theirs / ours:7.2f} {tb:6.2f} {100 * tb / rb:5.0f}% {status}"
+        )
+        print(line, flush=True)
+        rows_out.append(
+            dict(
+                dtype=dts,
+                dist=a.dist,
+                batch=rows,
+                N=n,
+                k=k,
+                order=order,
+                ours_ms=ours,
+                topk_ms=theirs,
+                read_ms=read,
+                speedup=theirs / ours,
+                tbps=tb,
+                check=status,
+            )
+        )
+        del inputs
+        torch.cuda.empty_cache()
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows_out[0]))
+            w.writeheader()
+            w.writerows(rows_out)
+    if any(r["check"] != "ok" for r in rows_out):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    main()

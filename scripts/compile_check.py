@@ -1,0 +1,124 @@
+"""Compile the Triton kernels for an H100/H200 (sm_90) on a machine without a GPU and
+report registers, spills and shared memory: catches compile errors and register
+pressure before any GPU time is spent.
+
+    python scripts/compile_check.py [--dtype bf16|fp16|fp32] [--k 512] [--ptx out.ptx]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from deepselect import triton_kernels as K
+from deepselect.options import Order
+from deepselect.triton_backend import _ORDER_CODE, launch_config
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def compile_rows_kernel(dtype, k, order=Order.NONE, largest=True, asm=True, idx64=False):
+    cfg = launch_config(dtype, k)
+    bits = 16 if dtype != torch.float32 else 32
+    raw = "*i16" if bits == 16 else "*i32"
+    fp16 = dtype == torch.float16
+    sig = {
+        "x_ptr": raw,
+        "stride_x": "i32",
+        "rows": "i32",
+        "N": "i32",
+        "begin_ptr": "*i64",
+        "end_ptr": "*i64",
+        "off_ptr": "*i64",
+        "off_scalar": "i32",
+        "ov_ptr": raw,
+        "oi_ptr": "*i64" if idx64 else "*i32",
+        "stride_ov": "i32",
+        "stride_oi": "i32",
+        "cand_key_ptr": "*i32",
+        "cand_idx_ptr": "*i32",
+        "k": "i32",
+        "B2": "i32",
+        "fill_index": "i32",
+        "fill_bits": "i32",
+        "seed": "i32",
+    }
+    consts = dict(
+        KEY_BITS=bits,
+        KEY_MASK=(1 << bits) - 1,
+        SIGN=1 << (bits - 1),
+        INF_BITS=K._inf_bits(bits, fp16),
+        LARGEST=largest,
+        ORDER=_ORDER_CODE[order],
+        HAS_WINDOW=True,
+        OFF_TENSOR=False,
+        WRITE_VALUES=True,
+        IDX64=idx64,
+        USE_ASM=asm,
+        FILTER=K.filter_asm(bits, largest, fp16) if asm else "",
+        APPEND=K.append_asm(bits, largest, fp16) if asm else "",
+        B=cfg.B,
+        CAP=cfg.CAP,
+        KP=cfg.KP,
+        CH=cfg.CH,
+    )
+    for name in consts:
+        sig[name] = "constexpr"
+    src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
+    return triton.compile(
+        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps}
+    )
+
+
+def ptxas_report(ptx: str) -> str:
+    """Registers / spills as ptxas reports them for sm_90."""
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas-blackwell")
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "k.ptx")
+        open(f, "w").write(ptx)
+        r = subprocess.run(
+            [ptxas, "-v", "-arch=sm_90a", f, "-o", os.path.join(d, "k.o")],
+            capture_output=True,
+            text=True,
+        )
+    info = r.stderr
+    regs = re.search(r"Used (\d+) registers", info)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
+    stack = re.search(r"(\d+) bytes stack frame", info)
+    return (
+        f"regs={regs.group(1) if regs else '?'} "
+        f"spill_st={spill.group(1) if spill else '?'} spill_ld={spill.group(2) if spill else '?'} "
+        f"stack={stack.group(1) if stack else '?'}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dtype", default="all")
+    p.add_argument("--k", type=int, nargs="*", default=[512])
+    p.add_argument("--ptx", default=None)
+    a = p.parse_args()
+    dtypes = list(DT) if a.dtype == "all" else [a.dtype]
+    for d in dtypes:
+        for k in a.k:
+            for order in Order:
+                c = compile_rows_kernel(DT[d], k, order)
+                ptx = c.asm["ptx"]
+                print(
+                    f"{d:5s} k={k:5d} order={order.value:5s} shared={c.metadata.shared} "
+                    f"{ptxas_report(ptx)}"
+                )
+                if a.ptx:
+                    open(f"{a.ptx}.{d}.{k}.{order.value}.ptx", "w").write(ptx)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: a correctness smoke, the kernel benchmark table, the GPU
+# test suite. Logs go to $OUT (or ./out); the short table is printed last.
+#   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+mode=${1:-quick}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+timeout 240 python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+if [ "$mode" = full ]; then
+  for d in shifted tiny ascending distinct32; do
+    timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
+  done
+fi
+timeout ${PYTEST_TIMEOUT:-200} python3 -m pytest -q -x -m gpu tests/test_triton.py ${2:+-k "$2"} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+echo "==== table"; cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"

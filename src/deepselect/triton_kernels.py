@@ -1,0 +1,585 @@
+"""Triton kernels: one-pass DeepSelect top-k of a row (or of a row segment).
+
+Reading order: key mapping → the block filter (portable Triton, or a small inline-PTX
+core) → compaction (radix-2 select over keys, then over indices among ties) → the
+row kernel → output. Launch configuration lives in :mod:`deepselect.triton_backend`.
+
+How one program selects a row ``[lo, hi)``:
+
+1. Blocks of ``B`` elements, aligned to multiples of ``B`` from the row start, are
+   visited in the data-independent order ``(a * i + c) mod m`` with ``gcd(a, m) = 1``;
+   ``a`` and ``c`` are hashed from a fixed seed and the row number.
+2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
+   each block. Elements that beat it are appended to a candidate buffer in global
+   memory (this program's scratch row, L2-resident).
+3. When the buffer holds ``>= k + B2`` candidates it is compacted to the exact k best,
+   and ``T`` becomes the k-th of them. The buffer never exceeds ``k + B2 + B <= CAP``.
+4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
+   are sorted if asked for and written out with their values gathered from the row.
+
+The filter is where the time goes: nearly every block holds a few elements of the
+running top-k, so appending must cost per hit, not per element. The PTX core first
+compares packed values with the threshold value (``set.geu.*x2``: two elements per
+instruction; NaN compares unordered, so it passes), branches around everything when
+no lane of the thread passed — the common case — and only then runs the exact
+(key, index, window) test. Placement uses one 256-lane scan per block with hits.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+THREADS = 256  # lanes of a block tile: one column per thread (num_warps = 8)
+WORDS = 8  # 32-bit words per thread per block: 16 bf16/fp16 or 8 fp32 elements
+
+
+# ----------------------------------------------------------------------------- keys
+@triton.jit
+def _to_key(
+    raw,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+):
+    """uint32 raw bit patterns (low KEY_BITS bits) -> order-preserving selection keys,
+    exactly as :func:`deepselect.keys.to_keys`."""
+    mag = raw & (KEY_MASK ^ SIGN)
+    key = tl.where((raw & SIGN) != 0, (~raw) & KEY_MASK, raw | SIGN)
+    key = tl.where(mag == 0, SIGN, key)
+    is_nan = mag > INF_BITS
+    key = tl.where(is_nan, KEY_MASK, key)
+    if not LARGEST:
+        key = tl.where(is_nan, 0, KEY_MASK - key)
+    return key.to(tl.uint32)
+
+
+@triton.jit
+def _key_to_raw(key, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST: tl.constexpr):
+    """Scalar selection key -> raw bits of a value with that key (NaN for the top key);
+    used to compare packed values against the threshold."""
+    if LARGEST:
+        kl = key
+    else:
+        kl = tl.where(key == 0, KEY_MASK, KEY_MASK - key)
+    return tl.where((kl & SIGN) != 0, kl ^ SIGN, (~kl) & KEY_MASK).to(tl.uint32)
+
+
+# ------------------------------------------------------------- PTX core of the filter
+def _ptx_key(dst: str, raw: str, bits: int, inf: int, largest: bool) -> list[str]:
+    """PTX lines computing the selection key of ``raw`` (b32, low ``bits`` bits) into
+    ``dst``, as :func:`_to_key` does; ``inf`` is the bit pattern of +inf."""
+    mask = (1 << bits) - 1
+    sign = 1 << (bits - 1)
+    lines = [
+        f"and.b32 %mg, {raw}, {mask ^ sign};",
+        f"setp.gt.u32 %pn, %mg, {inf};",
+        "setp.eq.u32 %pz, %mg, 0;",
+        f"and.b32 %sg, {raw}, {sign};",
+        "setp.ne.u32 %ps, %sg, 0;",
+        f"xor.b32 {dst}, {raw}, {mask};",
+        f"@!%ps or.b32 {dst}, {raw}, {sign};",
+        f"@%pz mov.b32 {dst}, {sign};",
+        f"@%pn mov.b32 {dst}, {mask};",
+    ]
+    if not largest:
+        lines += [f"sub.u32 {dst}, {mask}, {dst};", f"@%pn mov.b32 {dst}, 0;"]
+    return lines
+
+
+def _inf_bits(bits: int, fp16: bool) -> int:
+    if bits == 32:
+        return 0x7F800000
+    return 0x7C00 if fp16 else 0x7F80
+
+
+def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
+    """Exact hit mask of one thread's WORDS packed words.
+
+    Operands: $0 mask (out), $1 count (out), $2..$9 words, $10 threshold value bits
+    (16-bit types: duplicated in both halves), $11 threshold key, $12 threshold index,
+    $13 index of the thread's first element, $14 lo, $15 hi (the window).
+    """
+    per_word = 32 // bits
+    cmp = "geu" if largest else "leu"
+    ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
+    inf = _inf_bits(bits, fp16)
+    w = [f"${2 + c}" for c in range(WORDS)]
+    out = [
+        "{",
+        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx;",
+        ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv;",
+        "mov.b32 $0, 0;",
+    ]
+    out += [f"set.{cmp}.u32.{ty} %f{c}, {w[c]}, $10;" for c in range(WORDS)]
+    out += ["or.b32 %acc, %f0, %f1;"] + [f"or.b32 %acc, %acc, %f{c};" for c in range(2, WORDS)]
+    out += ["setp.eq.u32 %p, %acc, 0;", "@%p bra $$DONE${:uid};"]
+    bit = 0
+    for c in range(WORDS):
+        out += [f"setp.eq.u32 %p, %f{c}, 0;", f"@%p bra $$SKIP{c}${{:uid}};"]
+        for j in range(per_word):
+            shift = j * bits
+            elem = c * THREADS * per_word + j
+            if bits == 16:
+                out.append(f"bfe.u32 %raw, {w[c]}, {shift}, 16;")
+            else:
+                out.append(f"mov.b32 %raw, {w[c]};")
+            out += _ptx_key("%key", "%raw", bits, inf, largest)
+            out += [
+                f"add.s32 %idx, $13, {elem};",
+                "setp.gt.u32 %ph, %key, $11;",
+                "setp.eq.u32 %pe, %key, $11;",
+                "setp.lt.s32 %pv, %idx, $12;",
+                "and.pred %pe, %pe, %pv;",
+                "or.pred %ph, %ph, %pe;",
+                "setp.ge.s32 %pv, %idx, $14;",
+                "and.pred %ph, %ph, %pv;",
+                "setp.lt.s32 %pv, %idx, $15;",
+                "and.pred %ph, %ph, %pv;",
+                f"@%ph or.b32 $0, $0, {1 << bit};",
+            ]
+            bit += 1
+        out.append(f"$$SKIP{c}${{:uid}}:")
+    out += ["$$DONE${:uid}:", "popc.b32 $1, $0;", "}"]
+    return "\n".join(out)
+
+
+def append_asm(bits: int, largest: bool, fp16: bool) -> str:
+    """Store one thread's hits (mask $1) as (key, index) pairs at $11 / $12 (pointers,
+    advanced by 4 bytes per hit). Operands: $0 dummy out, $1 mask, $2..$9 words,
+    $10 index of the thread's first element."""
+    per_word = 32 // bits
+    inf = _inf_bits(bits, fp16)
+    w = [f"${2 + c}" for c in range(WORDS)]
+    out = [
+        "{",
+        ".reg .b32 %mg, %sg, %raw, %key, %idx, %sel;",
+        ".reg .b64 %pk, %pi;",
+        ".reg .pred %p, %pn, %pz, %ps;",
+        "mov.b32 $0, 0;",
+        "mov.b64 %pk, $11;",
+        "mov.b64 %pi, $12;",
+        "setp.eq.u32 %p, $1, 0;",
+        "@%p bra $$DONE${:uid};",
+    ]
+    bit = 0
+    for c in range(WORDS):
+        wmask = ((1 << per_word) - 1) << (c * per_word)
+        out += [
+            f"and.b32 %sel, $1, {wmask};",
+            "setp.eq.u32 %p, %sel, 0;",
+            f"@%p bra $$SKIP{c}${{:uid}};",
+        ]
+        for j in range(per_word):
+            shift = j * bits
+            elem = c * THREADS * per_word + j
+            label = f"$$NO{bit}${{:uid}}"
+            out += [
+                f"and.b32 %sel, $1, {1 << bit};",
+                "setp.eq.u32 %p, %sel, 0;",
+                f"@%p bra {label};",
+            ]
+            if bits == 16:
+                out.append(f"bfe.u32 %raw, {w[c]}, {shift}, 16;")
+            else:
+                out.append(f"mov.b32 %raw, {w[c]};")
+            out += _ptx_key("%key", "%raw", bits, inf, largest)
+            out += [
+                f"add.s32 %idx, $10, {elem};",
+                "st.global.u32 [%pk], %key;",
+                "st.global.u32 [%pi], %idx;",
+                "add.u64 %pk, %pk, 4;",
+                "add.u64 %pi, %pi, 4;",
+                f"{label}:",
+            ]
+            bit += 1
+        out.append(f"$$SKIP{c}${{:uid}}:")
+    out += ["$$DONE${:uid}:", "}"]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ block filters
+@triton.jit
+def _filter_portable(
+    x_row,
+    blk_start,
+    lo,
+    hi,
+    tk,
+    ti,
+    count,
+    scr_k,
+    scr_i,
+    B: tl.constexpr,
+    RAW16: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+):
+    """Plain-Triton filter of one block: exact hits appended at ``count``.
+
+    Full-width scan and masked stores: correct everywhere (also in the interpreter),
+    but pays per element what the PTX core pays per hit."""
+    idx = blk_start + tl.arange(0, B)
+    valid = (idx >= lo) & (idx < hi)
+    raw = tl.load(x_row + idx, mask=valid, other=0)
+    if RAW16:
+        raw = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+    else:
+        raw = raw.to(tl.uint32, bitcast=True)
+    key = _to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+    hit = valid & ((key > tk) | ((key == tk) & (idx < ti)))
+    h = hit.to(tl.int32)
+    nh = tl.sum(h, axis=0)
+    if nh > 0:
+        pos = count + tl.cumsum(h, axis=0) - 1
+        tl.store(scr_k + pos, key.to(tl.int32, bitcast=True), mask=hit)
+        tl.store(scr_i + pos, idx, mask=hit)
+    return count + nh
+
+
+@triton.jit
+def _load_words(xw_row, blk_start, lo, hi, live, KEY_BITS: tl.constexpr):
+    """The 8 words per thread of one block (masked to the window; nothing if not live).
+
+    Thread ``t`` owns word ``c * 256 + t`` for ``c < 8``: every load is a coalesced
+    1 KiB row, and element order inside the buffer does not matter (compaction
+    selects by (key, index))."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    wi = blk_start // PER_WORD + tl.arange(0, 256)
+    wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
+    whi = (hi + PER_WORD - 1) // PER_WORD
+    w0 = tl.load(xw_row + wi, mask=(wi >= wlo) & (wi < whi), other=0)
+    w1 = tl.load(xw_row + wi + 256, mask=(wi + 256 >= wlo) & (wi + 256 < whi), other=0)
+    w2 = tl.load(xw_row + wi + 512, mask=(wi + 512 >= wlo) & (wi + 512 < whi), other=0)
+    w3 = tl.load(xw_row + wi + 768, mask=(wi + 768 >= wlo) & (wi + 768 < whi), other=0)
+    w4 = tl.load(xw_row + wi + 1024, mask=(wi + 1024 >= wlo) & (wi + 1024 < whi), other=0)
+    w5 = tl.load(xw_row + wi + 1280, mask=(wi + 1280 >= wlo) & (wi + 1280 < whi), other=0)
+    w6 = tl.load(xw_row + wi + 1536, mask=(wi + 1536 >= wlo) & (wi + 1536 < whi), other=0)
+    w7 = tl.load(xw_row + wi + 1792, mask=(wi + 1792 >= wlo) & (wi + 1792 < whi), other=0)
+    return w0, w1, w2, w3, w4, w5, w6, w7
+
+
+@triton.jit
+def _filter_words(
+    w0,
+    w1,
+    w2,
+    w3,
+    w4,
+    w5,
+    w6,
+    w7,
+    blk_start,
+    lo,
+    hi,
+    tk,
+    ti,
+    count,
+    scr_k,
+    scr_i,
+    KEY_BITS: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    LARGEST: tl.constexpr,
+    FILTER: tl.constexpr,
+    APPEND: tl.constexpr,
+):
+    """The filter with its per-thread core in PTX (see the module docstring)."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    t = tl.arange(0, 256)
+    zero = tl.zeros([256], dtype=tl.int32)
+    tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
+    if KEY_BITS == 16:
+        tv = tv | (tv << 16)
+    idx0 = blk_start + t * PER_WORD
+    mask, cnt = tl.inline_asm_elementwise(
+        FILTER,
+        "=r,=r" + ",r" * 14,
+        [
+            w0,
+            w1,
+            w2,
+            w3,
+            w4,
+            w5,
+            w6,
+            w7,
+            zero + tv.to(tl.int32, bitcast=True),
+            zero + tk.to(tl.int32, bitcast=True),
+            zero + ti,
+            idx0,
+            zero + lo,
+            zero + hi,
+        ],
+        dtype=(tl.int32, tl.int32),
+        is_pure=True,
+        pack=1,
+    )
+    tot = tl.sum(cnt, axis=0)
+    if tot > 0:
+        slot = count + tl.cumsum(cnt, axis=0) - cnt
+        tl.inline_asm_elementwise(
+            APPEND,
+            "=r" + ",r" * 10 + ",l,l",
+            [mask, w0, w1, w2, w3, w4, w5, w6, w7, idx0, scr_k + slot, scr_i + slot],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
+    return count + tot
+
+
+# --------------------------------------------------------------------- compaction
+@triton.jit
+def _compact(scr_k, scr_i, count, kk, CH: tl.constexpr, KEY_MASK: tl.constexpr):
+    """Keep the exact ``kk`` best of the ``count`` candidates at the front of the
+    buffer; return the new threshold (key, index): the kk-th best.
+
+    Radix-2 select: bisection over the key range by counting, then over the indices
+    of the elements tied at the pivot key, only when more are tied than needed. Every
+    pass walks the candidates in chunks of CH (L1-resident after the first), so the
+    cost follows ``count``, not the capacity, and few registers stay live."""
+    offs = tl.arange(0, CH)
+    nch = (count + CH - 1) // CH
+    vmin = tl.full([CH], KEY_MASK, tl.uint32)
+    vmax = tl.zeros([CH], tl.uint32)
+    for j in range(0, nch):
+        m = j * CH + offs < count
+        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+        vmin = tl.minimum(vmin, tl.where(m, ck, KEY_MASK))
+        vmax = tl.maximum(vmax, ck)
+    lo = tl.min(vmin, axis=0)
+    hi = tl.max(vmax, axis=0)
+    while lo < hi:  # invariant: at least kk candidates have key >= lo
+        mid = lo + (hi - lo) // 2 + 1
+        acc = tl.zeros([CH], tl.int32)
+        for j in range(0, nch):
+            m = j * CH + offs < count
+            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+            acc += (m & (ck >= mid)).to(tl.int32)
+        if tl.sum(acc, axis=0) >= kk:
+            lo = mid
+        else:
+            hi = mid - 1
+    # census at the pivot key: how many beat it, how many tie, which indices tie
+    n_gt = tl.zeros([CH], tl.int32)
+    n_eq = tl.zeros([CH], tl.int32)
+    imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
+    imax = tl.full([CH], -1, tl.int32)
+    for j in range(0, nch):
+        m = j * CH + offs < count
+        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+        eq = m & (ck == lo)
+        n_gt += (m & (ck > lo)).to(tl.int32)
+        n_eq += eq.to(tl.int32)
+        imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
+        imax = tl.maximum(imax, tl.where(eq, ci, -1))
+    need = kk - tl.sum(n_gt, axis=0)
+    ilo = tl.min(imin, axis=0)
+    ihi = tl.max(imax, axis=0)
+    if tl.sum(n_eq, axis=0) > need:
+        while ilo < ihi:  # the smallest index bound that takes `need` of the tied
+            imid = ilo + (ihi - ilo) // 2
+            acc = tl.zeros([CH], tl.int32)
+            for j in range(0, nch):
+                m = j * CH + offs < count
+                ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+                ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+                acc += (m & (ck == lo) & (ci <= imid)).to(tl.int32)
+            if tl.sum(acc, axis=0) >= need:
+                ihi = imid
+            else:
+                ilo = imid + 1
+    # move the survivors to the front; a chunk only writes below its own end, and
+    # the scan's barrier orders every read of the chunk before those writes
+    base = count * 0
+    for j in range(0, nch):
+        m = j * CH + offs < count
+        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+        surv = m & ((ck > lo) | ((ck == lo) & (ci <= ihi)))
+        s = surv.to(tl.int32)
+        pos = base + tl.cumsum(s, axis=0) - 1
+        tl.store(scr_k + pos, ck.to(tl.int32, bitcast=True), mask=surv)
+        tl.store(scr_i + pos, ci, mask=surv)
+        base += tl.sum(s, axis=0)
+    return lo, ihi
+
+
+@triton.jit
+def _gcd(a, b):
+    while b != 0:
+        r = a % b
+        a = b
+        b = r
+    return a
+
+
+# ---------------------------------------------------------------------- the kernel
+@triton.jit
+def deepselect_rows_kernel(
+    x_ptr,
+    stride_x,
+    rows,
+    N,
+    begin_ptr,
+    end_ptr,
+    off_ptr,
+    off_scalar,
+    ov_ptr,
+    oi_ptr,
+    stride_ov,
+    stride_oi,
+    cand_key_ptr,
+    cand_idx_ptr,
+    k,
+    B2,
+    fill_index,
+    fill_bits,
+    seed,
+    KEY_BITS: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    IDX64: tl.constexpr,
+    USE_ASM: tl.constexpr,
+    FILTER: tl.constexpr,
+    APPEND: tl.constexpr,
+    B: tl.constexpr,
+    CAP: tl.constexpr,
+    KP: tl.constexpr,
+    CH: tl.constexpr,
+):
+    """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
+
+    x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
+    when USE_ASM, whose filter reads them as 32-bit words); cand_*: this grid's
+    scratch ``[G, CAP]``;
+    outputs ``[rows, k]`` with their row strides. See the module docstring."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    scr_k = cand_key_ptr + pid.to(tl.int64) * CAP
+    scr_i = cand_idx_ptr + pid.to(tl.int64) * CAP
+    for row_ in range(pid, rows, nprog):
+        row = tl.cast(row_, tl.int32)  # a tensor in the interpreter too
+        row64 = row.to(tl.int64)
+        if HAS_WINDOW:
+            lo = tl.load(begin_ptr + row).to(tl.int32)
+            hi = tl.load(end_ptr + row).to(tl.int32)
+            lo = tl.minimum(tl.maximum(lo, 0), N)
+            hi = tl.maximum(tl.minimum(hi, N), lo)
+        else:
+            lo = row * 0
+            hi = lo + N
+        first = lo // B
+        nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
+        # data-independent block order (a*i + c) mod m, gcd(a, m) = 1
+        m = tl.maximum(nblk, 1).to(tl.int64)
+        h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
+        h = h ^ (h >> 15)
+        h = h * 0x2C1B3C6D
+        h = h ^ (h >> 12)
+        a = (h.to(tl.int64) % m) | 1
+        while _gcd(a, m) != 1:
+            a = a + 2
+        c = (h >> 7).to(tl.int64) % m
+        count = row * 0
+        tk = (row * 0).to(tl.uint32)
+        ti = row * 0 + 0x7FFFFFFF
+        x_row = x_ptr + row64 * stride_x
+        xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
+        blk_next = (((c % m).to(tl.int32)) + first) * B
+        if USE_ASM:  # software prefetch: the next block is in flight while one is filtered
+            w0, w1, w2, w3, w4, w5, w6, w7 = _load_words(
+                xw_row, blk_next, lo, hi, nblk > 0, KEY_BITS
+            )
+        for i in range(0, nblk):
+            blk_start = blk_next
+            blk_next = (((a * (i + 1) + c) % m).to(tl.int32) + first) * B
+            if USE_ASM:
+                n0, n1, n2, n3, n4, n5, n6, n7 = _load_words(
+                    xw_row, blk_next, lo, hi, i + 1 < nblk, KEY_BITS
+                )
+                count = _filter_words(
+                    w0,
+                    w1,
+                    w2,
+                    w3,
+                    w4,
+                    w5,
+                    w6,
+                    w7,
+                    blk_start,
+                    lo,
+                    hi,
+                    tk,
+                    ti,
+                    count,
+                    scr_k,
+                    scr_i,
+                    KEY_BITS,
+                    KEY_MASK,
+                    SIGN,
+                    LARGEST,
+                    FILTER,
+                    APPEND,
+                )
+                w0, w1, w2, w3, w4, w5, w6, w7 = n0, n1, n2, n3, n4, n5, n6, n7
+            else:
+                count = _filter_portable(
+                    x_row,
+                    blk_start,
+                    lo,
+                    hi,
+                    tk,
+                    ti,
+                    count,
+                    scr_k,
+                    scr_i,
+                    B,
+                    KEY_BITS == 16,
+                    KEY_MASK,
+                    SIGN,
+                    INF_BITS,
+                    LARGEST,
+                )
+            if count >= k + B2:
+                tk, ti = _compact(scr_k, scr_i, count, k, CH, KEY_MASK)
+                count = row * 0 + k
+        if count > k:
+            tk, ti = _compact(scr_k, scr_i, count, k, CH, KEY_MASK)
+            count = row * 0 + k
+        # ---- output: the survivors sit at scr[0:count], count <= k
+        o = tl.arange(0, KP)
+        real = o < count
+        ck = tl.load(scr_k + o, mask=real, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(scr_i + o, mask=real, other=0)
+        if ORDER == 1:  # best first, ties by lower index: one descending sort
+            comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
+            comb = tl.sort(tl.where(real, comb, 0), descending=True)
+            ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+        if ORDER == 2:  # ascending index
+            ci = tl.sort(tl.where(real, ci, 0x7FFFFFFF))
+        om = o < k
+        if WRITE_VALUES:
+            vals = tl.load(x_row + ci, mask=real, other=0)
+            vals = tl.where(real, vals, fill_bits.to(vals.dtype))
+            tl.store(ov_ptr + row64 * stride_ov + o, vals, mask=om)
+        if OFF_TENSOR:
+            off = tl.load(off_ptr + row).to(tl.int64)
+        else:
+            off = off_scalar.to(tl.int64)
+        out = tl.where(real, ci.to(tl.int64) + off, fill_index.to(tl.int64))
+        if IDX64:
+            tl.store(oi_ptr + row64 * stride_oi + o, out, mask=om)
+        else:
+            tl.store(oi_ptr + row64 * stride_oi + o, out.to(tl.int32), mask=om)

@@ -1,0 +1,171 @@
+"""The Triton kernels against the oracle, exactly.
+
+Without a GPU the kernels run in Triton's interpreter on small shapes, with a small
+block and buffer so that many blocks and compactions happen; with a GPU (marker
+``gpu``) the same matrix runs at full size through the production launch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same_topk
+
+from deepselect import TopkOptions, oracle_topk, topk_rows
+from deepselect.distributions import KINDS, make
+from deepselect.options import Order
+from deepselect.triton_backend import LaunchConfig, _next_pow2, run_triton
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+def small_config(k: int) -> LaunchConfig:
+    B = 128
+    cap = max(512, _next_pow2(k + B + max(B // 2, k)))
+    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), CH=128)
+
+
+def run_small(x, k, grid=None, seed=0, **kw):
+    opt = TopkOptions(**kw)
+    rows = x.shape[0]
+    ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
+    oi = torch.empty((rows, k), dtype=opt.index_dtype, device=x.device)
+    run_triton(x, k, opt, ov, oi, config=small_config(k), grid=grid, seed=seed)
+    return (ov, oi), opt
+
+
+def check_small(x, k, **kw):
+    got, opt = run_small(x, k, **kw)
+    assert_same_topk(got, oracle_topk(x, k, opt), opt.order)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_distributions(kind, dtype):
+    x = make(kind, 2, 1500, dtype, DEV, seed=11)
+    check_small(x, 40)
+    check_small(x, 40, largest=False, order=Order.VALUE)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", list(Order))
+def test_orders_and_index_dtypes(dtype, order):
+    x = make("distinct32", 3, 900, dtype, DEV, seed=2)
+    check_small(x, 33, order=order)
+    check_small(x, 33, order=order, index_dtype=torch.int64, largest=False)
+
+
+@pytest.mark.parametrize("n", [0, 1, 39, 40, 41, 257, 1000])
+def test_lengths_around_k(n):
+    x = make("normal", 2, n, torch.float32, DEV, seed=n)
+    check_small(x, 40, order=Order.VALUE)
+    check_small(x, 40, order=Order.INDEX, fill_value=7.0, fill_index=-3)
+
+
+@pytest.mark.parametrize("k", [1, 2, 127, 300])
+def test_k_range(k):
+    x = make("distinct4096", 2, 1200, torch.bfloat16, DEV, seed=k)
+    check_small(x, k)
+
+
+def test_windows_offsets_fill():
+    x = make("normal", 5, 1000, torch.float32, DEV, seed=4)
+    begin = torch.tensor([0, 3, 500, 999, 10], device=DEV)
+    end = torch.tensor([1000, 70, 515, 999, 1000], device=DEV)
+    off = torch.tensor([0, 10, -7, 5, 1 << 20], device=DEV)
+    for order in Order:
+        check_small(x, 40, begin=begin, end=end, index_offset=off, order=order, fill_index=-2)
+    check_small(x, 40, begin=begin.int(), end=end.int(), index_offset=9)
+
+
+def test_out_of_range_windows_are_clamped():
+    x = make("normal", 2, 300, torch.float32, DEV, seed=6)
+    begin = torch.tensor([-5, 250], device=DEV)
+    end = torch.tensor([10**6, 100], device=DEV)  # clamped to [0, 300] and [250, 250]
+    check_small(x, 20, begin=begin, end=end)
+
+
+def test_strided_rows():
+    base = make("normal", 4, 2000, torch.bfloat16, DEV, seed=8)
+    check_small(base[:, 7:1507], 25)  # row stride 2000, odd start offset
+    check_small(base[::2], 25, order=Order.VALUE)
+
+
+def test_grid_and_seed_do_not_change_the_answer():
+    x = make("distinct2", 5, 700, torch.float16, DEV, seed=9)
+    (v1, i1), _ = run_small(x, 30, grid=1, seed=0, order=Order.VALUE)
+    (v2, i2), _ = run_small(x, 30, grid=5, seed=12345, order=Order.VALUE)
+    assert torch.equal(i1, i2) and torch.equal(v1.view(torch.int16), v2.view(torch.int16))
+
+
+def test_public_api_backend_triton():
+    x = make("normal", 3, 500, torch.float32, DEV, seed=1)
+    v, i = topk_rows(x, 10, backend="triton", order="value", index_dtype=torch.int64)
+    assert_same_topk(
+        (v, i), oracle_topk(x, 10, TopkOptions(order=Order.VALUE, index_dtype=torch.int64)), "value"
+    )
+    v, i = topk_rows(x, 10, backend="triton", return_values=False)
+    assert v is None
+    assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
+
+
+# ------------------------------------------------------------------ full size on a GPU
+GPU_KS = [1, 512, 1024, 1231, 2048, 4096, 5000]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", GPU_KS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_k_values(k, dtype):
+    x = make("normal", 8, 300_000, dtype, "cuda", seed=k)
+    for order in Order:
+        opt = TopkOptions(order=order)
+        got = topk_rows(x, k, order=order)
+        assert_same_topk(got, oracle_topk(x, k, opt), order, f"k={k}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_distributions(kind, dtype):
+    x = make(kind, 6, 1 << 18, dtype, "cuda", seed=3)
+    for largest in (True, False):
+        opt = TopkOptions(largest=largest, order=Order.VALUE)
+        got = topk_rows(x, 512, largest=largest, order="value")
+        assert_same_topk(got, oracle_topk(x, 512, opt), "value", kind)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 1, 511, 512, 513, 4095, 4097, 100_003, (1 << 23) - 1])
+def test_gpu_lengths(n):
+    rows = 2 if n > 10**6 else 5
+    x = make("normal", rows, n, torch.bfloat16, "cuda", seed=n)
+    got = topk_rows(x, 512, order="index", index_dtype=torch.int64)
+    assert_same_topk(
+        got, oracle_topk(x, 512, TopkOptions(order=Order.INDEX, index_dtype=torch.int64)), "index"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n", [(4096, 16384), (1024, 129_280), (256, 1 << 20)])
+def test_gpu_batches(rows, n):
+    x = make(
+        "normal", rows, n, torch.bfloat16 if n != 129_280 else torch.float32, "cuda", seed=rows
+    )
+    got = topk_rows(x, 512)
+    assert_same_topk(got, oracle_topk(x, 512, TopkOptions()))
+
+
+@pytest.mark.gpu
+def test_gpu_windows_and_strides():
+    base = make("distinct32", 64, 200_001, torch.bfloat16, "cuda", seed=1)
+    x = base[:, 1:150_000]  # odd start: the portable path
+    check = lambda got, opt: assert_same_topk(got, oracle_topk(x, 1024, opt), opt.order)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    begin = torch.randint(0, 70_000, (64,), device="cuda", generator=g)
+    end = begin + torch.randint(0, 80_000, (64,), device="cuda", generator=g)
+    opt = TopkOptions(begin=begin, end=end, index_offset=begin, order=Order.VALUE)
+    check(topk_rows(x, 1024, begin=begin, end=end, index_offset=begin, order="value"), opt)
+    y = base[:, :150_000]
+    opt = TopkOptions(begin=begin, end=end)
+    assert_same_topk(topk_rows(y, 1024, begin=begin, end=end), oracle_topk(y, 1024, opt))
