@@ -88,7 +88,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=20)
     a = p.parse_args()
     rows_out = []
-    hdr = f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} | {'ours ms':>8s} {'topk ms':>8s} {'read ms':>8s} | {'speedup':>7s} {'TB/s':>6s} {'%read':>6s} check"
+    hdr = (
+        f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} | "
+        f"{'ours ms':>8s} {'topk ms':>8s} {'read ms':>8s} | {'speedup':>7s} {'TB/s':>6s} "
+        f"{'%read':>6s} check"
+    )
     print(hdr, flush=True)
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
