@@ -103,15 +103,20 @@ def main() -> None:
         v, i = deepselect.topk_rows(inputs[0], k, order=order)
         torch.cuda.synchronize()
         status = check(inputs[0], k, order, v, i)
-        ours = time_ms(lambda x: deepselect.topk_rows(x, k, order=order), inputs, a.repeats)
+        ours = time_ms(
+            lambda x, k=k, order=order: deepselect.topk_rows(x, k, order=order), inputs, a.repeats
+        )
         theirs = time_ms(
-            lambda x: torch.topk(x, k, dim=1, sorted=order != "none"), inputs, min(a.repeats, 10)
+            lambda x, k=k, order=order: torch.topk(x, k, dim=1, sorted=order != "none"),
+            inputs,
+            min(a.repeats, 10),
         )
         read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
         tb = (nbytes + out_bytes) / (ours * 1e-3) / 1e12
         rb = nbytes / (read * 1e-3) / 1e12
         line = (
-            f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} | {ours:8.3f} {theirs:8.3f} {read:8.3f} | "
+            f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} | "
+            f"{ours:8.3f} {theirs:8.3f} {read:8.3f} | "
             f"{theirs / ours:7.2f} {tb:6.2f} {100 * tb / rb:5.0f}% {status}"
         )
         print(line, flush=True)
