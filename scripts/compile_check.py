@@ -69,6 +69,7 @@ def compile_rows_kernel(dtype, k, order=Order.NONE, largest=True, asm=True, idx6
         CAP=cfg.CAP,
         KP=cfg.KP,
         CH=cfg.CH,
+        NP=cfg.NP,
     )
     for name in consts:
         sig[name] = "constexpr"

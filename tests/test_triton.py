@@ -22,7 +22,7 @@ DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 def small_config(k: int) -> LaunchConfig:
     B = 128
     cap = max(512, _next_pow2(k + B + max(B // 2, k)))
-    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), CH=128)
+    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), CH=128, NP=4)
 
 
 def run_small(x, k, grid=None, seed=0, **kw):

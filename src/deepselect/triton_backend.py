@@ -32,7 +32,10 @@ class LaunchConfig:
        compaction); B2 = CAP - k - B, the largest slack that keeps the buffer
        bound k + B2 + B within CAP. At N = 1M, k = 512 this compacts about 3 times
        per row (simulated with the reference: A ~ 1.3% of N).
-    CH: candidates per chunk of a compaction pass (4 per thread).
+    CH: candidates per chunk of a compaction pass (2 per thread).
+    NP: pivots per pass of the compaction's search (3 bits of a key per pass);
+       CH * NP / 256 counters per thread stay live, so CH * NP is kept at 4096
+       (1024 x 16 pushed the kernel to 255 registers with spills).
     programs_per_sm: persistent programs per SM.
     """
 
@@ -40,7 +43,8 @@ class LaunchConfig:
     CAP: int
     B2: int
     KP: int
-    CH: int = 1024
+    CH: int = 512
+    NP: int = 8
     num_warps: int = 8
     programs_per_sm: int = 2
 
@@ -174,5 +178,6 @@ def run_triton(
         CAP=cfg.CAP,
         KP=cfg.KP,
         CH=cfg.CH,
+        NP=cfg.NP,
         num_warps=cfg.num_warps,
     )

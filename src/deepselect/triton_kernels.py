@@ -334,37 +334,81 @@ def _filter_words(
 
 # --------------------------------------------------------------------- compaction
 @triton.jit
-def _compact(scr_k, scr_i, count, kk, CH: tl.constexpr, KEY_MASK: tl.constexpr):
-    """Keep the exact ``kk`` best of the ``count`` candidates at the front of the
-    buffer; return the new threshold (key, index): the kk-th best.
+def _kth_largest(
+    scr_k,
+    scr_i,
+    count,
+    kk,
+    lo,
+    hi,
+    pkey,
+    BY_INDEX: tl.constexpr,
+    CH: tl.constexpr,
+    NP: tl.constexpr,
+):
+    """The kk-th largest of the candidates' keys (or, BY_INDEX, of the indices of the
+    candidates whose key is ``pkey``), known to lie in ``[lo, hi]`` (uint32).
 
-    Radix-2 select: bisection over the key range by counting, then over the indices
-    of the elements tied at the pivot key, only when more are tied than needed. Every
-    pass walks the candidates in chunks of CH (L1-resident after the first), so the
-    cost follows ``count``, not the capacity, and few registers stay live."""
+    A NP-ary search by counting: each pass compares every candidate with NP pivots
+    spread over the range and keeps the sub-range holding the answer, so a 16-bit
+    key needs at most 4 passes and the usual narrow range one or two. Candidates are
+    read in chunks of CH (L1-resident after the first pass)."""
+    offs = tl.arange(0, CH)
+    jr = tl.arange(0, NP) + 1
+    nch = (count + CH - 1) // CH
+    while lo < hi:  # invariant: at least kk values are >= lo
+        span = (hi - lo).to(tl.uint64)
+        piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
+        acc = tl.zeros([CH, NP], tl.int32)
+        for j in range(0, nch):
+            m = j * CH + offs < count
+            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+            if BY_INDEX:
+                ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+                m = m & (ck == pkey)
+                v = ci.to(tl.uint32, bitcast=True)
+            else:
+                v = ck
+            acc += (m[:, None] & (v[:, None] >= piv[None, :])).to(tl.int32)
+        cnt = tl.sum(acc, axis=0)  # [NP], non-increasing
+        J = tl.sum((cnt >= kk).to(tl.int32), axis=0)  # pivots still holding kk values
+        new_lo = tl.max(tl.where(jr == J, piv, 0), axis=0)
+        new_hi = tl.max(tl.where(jr == J + 1, piv - 1, 0), axis=0)
+        lo = tl.where(J > 0, new_lo, lo)
+        hi = tl.where(J < NP, new_hi, hi)
+    return lo
+
+
+@triton.jit
+def _compact(
+    scr_k,
+    scr_i,
+    count,
+    kk,
+    slack,
+    lo_key,
+    CH: tl.constexpr,
+    NP: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+):
+    """Shrink the ``count`` candidates at the front of the buffer to the best ones and
+    return the new threshold (key, index) and the new count.
+
+    The pivot key P is the kk-th largest key. Candidates with key > P survive; of
+    those tied at P, all survive while that leaves at most ``kk + slack`` (then the
+    threshold is (P, largest tied index), valid since every dropped or later-filtered
+    element has kk better survivors); otherwise exactly the lowest-index ones needed
+    (a second search, over the tied indices). ``slack = 0`` gives exactly kk."""
     offs = tl.arange(0, CH)
     nch = (count + CH - 1) // CH
-    vmin = tl.full([CH], KEY_MASK, tl.uint32)
     vmax = tl.zeros([CH], tl.uint32)
     for j in range(0, nch):
         m = j * CH + offs < count
         ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        vmin = tl.minimum(vmin, tl.where(m, ck, KEY_MASK))
         vmax = tl.maximum(vmax, ck)
-    lo = tl.min(vmin, axis=0)
     hi = tl.max(vmax, axis=0)
-    while lo < hi:  # invariant: at least kk candidates have key >= lo
-        mid = lo + (hi - lo) // 2 + 1
-        acc = tl.zeros([CH], tl.int32)
-        for j in range(0, nch):
-            m = j * CH + offs < count
-            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-            acc += (m & (ck >= mid)).to(tl.int32)
-        if tl.sum(acc, axis=0) >= kk:
-            lo = mid
-        else:
-            hi = mid - 1
-    # census at the pivot key: how many beat it, how many tie, which indices tie
+    pk = _kth_largest(scr_k, scr_i, count, kk, lo_key, hi, lo_key, False, CH, NP)
+    # census at the pivot key
     n_gt = tl.zeros([CH], tl.int32)
     n_eq = tl.zeros([CH], tl.int32)
     imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
@@ -373,27 +417,28 @@ def _compact(scr_k, scr_i, count, kk, CH: tl.constexpr, KEY_MASK: tl.constexpr):
         m = j * CH + offs < count
         ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
         ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
-        eq = m & (ck == lo)
-        n_gt += (m & (ck > lo)).to(tl.int32)
+        eq = m & (ck == pk)
+        n_gt += (m & (ck > pk)).to(tl.int32)
         n_eq += eq.to(tl.int32)
         imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
         imax = tl.maximum(imax, tl.where(eq, ci, -1))
-    need = kk - tl.sum(n_gt, axis=0)
+    gt = tl.sum(n_gt, axis=0)
+    eqn = tl.sum(n_eq, axis=0)
     ilo = tl.min(imin, axis=0)
-    ihi = tl.max(imax, axis=0)
-    if tl.sum(n_eq, axis=0) > need:
-        while ilo < ihi:  # the smallest index bound that takes `need` of the tied
-            imid = ilo + (ihi - ilo) // 2
-            acc = tl.zeros([CH], tl.int32)
-            for j in range(0, nch):
-                m = j * CH + offs < count
-                ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-                ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
-                acc += (m & (ck == lo) & (ci <= imid)).to(tl.int32)
-            if tl.sum(acc, axis=0) >= need:
-                ihi = imid
-            else:
-                ilo = imid + 1
+    pi = tl.max(imax, axis=0)
+    if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
+        pi = _kth_largest(
+            scr_k,
+            scr_i,
+            count,
+            eqn - (kk - gt) + 1,
+            ilo.to(tl.uint32),
+            pi.to(tl.uint32),
+            pk,
+            True,
+            CH,
+            NP,
+        ).to(tl.int32)
     # move the survivors to the front; a chunk only writes below its own end, and
     # the scan's barrier orders every read of the chunk before those writes
     base = count * 0
@@ -401,13 +446,13 @@ def _compact(scr_k, scr_i, count, kk, CH: tl.constexpr, KEY_MASK: tl.constexpr):
         m = j * CH + offs < count
         ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
         ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
-        surv = m & ((ck > lo) | ((ck == lo) & (ci <= ihi)))
+        surv = m & ((ck > pk) | ((ck == pk) & (ci <= pi)))
         s = surv.to(tl.int32)
         pos = base + tl.cumsum(s, axis=0) - 1
         tl.store(scr_k + pos, ck.to(tl.int32, bitcast=True), mask=surv)
         tl.store(scr_i + pos, ci, mask=surv)
         base += tl.sum(s, axis=0)
-    return lo, ihi
+    return pk, pi, base
 
 
 @triton.jit
@@ -458,6 +503,7 @@ def deepselect_rows_kernel(
     CAP: tl.constexpr,
     KP: tl.constexpr,
     CH: tl.constexpr,
+    NP: tl.constexpr,
 ):
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
@@ -488,7 +534,9 @@ def deepselect_rows_kernel(
         h = h ^ (h >> 15)
         h = h * 0x2C1B3C6D
         h = h ^ (h >> 12)
-        a = (h.to(tl.int64) % m) | 1
+        # a stride near m / phi^2 spreads the first blocks over the whole row (a small
+        # stride would visit neighbours first: almost sequential); hashed jitter
+        a = ((m * 2) // 5 + h.to(tl.int64) % (m // 8 + 1)) | 1
         while _gcd(a, m) != 1:
             a = a + 2
         c = (h >> 7).to(tl.int64) % m
@@ -497,27 +545,28 @@ def deepselect_rows_kernel(
         ti = row * 0 + 0x7FFFFFFF
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        blk_next = (((c % m).to(tl.int32)) + first) * B
-        if USE_ASM:  # software prefetch: the next block is in flight while one is filtered
-            w0, w1, w2, w3, w4, w5, w6, w7 = _load_words(
-                xw_row, blk_next, lo, hi, nblk > 0, KEY_BITS
-            )
+        # software prefetch: two blocks are in flight while one is filtered
+        blk_a = ((c % m).to(tl.int32) + first) * B
+        blk_b = (((a + c) % m).to(tl.int32) + first) * B
+        if USE_ASM:
+            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(xw_row, blk_a, lo, hi, nblk > 0, KEY_BITS)
+            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(xw_row, blk_b, lo, hi, nblk > 1, KEY_BITS)
         for i in range(0, nblk):
-            blk_start = blk_next
-            blk_next = (((a * (i + 1) + c) % m).to(tl.int32) + first) * B
+            blk_start = blk_a
+            blk_c = (((a * (i + 2) + c) % m).to(tl.int32) + first) * B
             if USE_ASM:
-                n0, n1, n2, n3, n4, n5, n6, n7 = _load_words(
-                    xw_row, blk_next, lo, hi, i + 1 < nblk, KEY_BITS
+                c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
+                    xw_row, blk_c, lo, hi, i + 2 < nblk, KEY_BITS
                 )
                 count = _filter_words(
-                    w0,
-                    w1,
-                    w2,
-                    w3,
-                    w4,
-                    w5,
-                    w6,
-                    w7,
+                    a0,
+                    a1,
+                    a2,
+                    a3,
+                    a4,
+                    a5,
+                    a6,
+                    a7,
                     blk_start,
                     lo,
                     hi,
@@ -533,7 +582,8 @@ def deepselect_rows_kernel(
                     FILTER,
                     APPEND,
                 )
-                w0, w1, w2, w3, w4, w5, w6, w7 = n0, n1, n2, n3, n4, n5, n6, n7
+                a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
             else:
                 count = _filter_portable(
                     x_row,
@@ -552,12 +602,12 @@ def deepselect_rows_kernel(
                     INF_BITS,
                     LARGEST,
                 )
+            blk_a = blk_b
+            blk_b = blk_c
             if count >= k + B2:
-                tk, ti = _compact(scr_k, scr_i, count, k, CH, KEY_MASK)
-                count = row * 0 + k
+                tk, ti, count = _compact(scr_k, scr_i, count, k, B2 // 2, tk, CH, NP, KEY_MASK)
         if count > k:
-            tk, ti = _compact(scr_k, scr_i, count, k, CH, KEY_MASK)
-            count = row * 0 + k
+            tk, ti, count = _compact(scr_k, scr_i, count, k, 0, tk, CH, NP, KEY_MASK)
         # ---- output: the survivors sit at scr[0:count], count <= k
         o = tl.arange(0, KP)
         real = o < count
