@@ -17,7 +17,7 @@ from deepselect.oracle import oracle_topk  # noqa: E402
 DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 # Tiny blocks and buffers: many blocks, many compactions and chunk tests on small rows.
-SMALL = CpuConfig(block=96, chunk=32, group=8, b2_min=16, warmup=64, min_segment=16)
+SMALL = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16)
 
 
 def _run(x, k, segments=None, config=None, values=True, **kw):
