@@ -251,9 +251,14 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, outk, out
                     break
                 q = min(p + _GROUP, pend)
                 msk = np.uint64(0)
-                for t in range(q - p):
-                    hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
-                    msk |= np.uint64(hit) << np.uint64(t)
+                if q - p == _GROUP:  # fixed trip count: vectorised without a remainder
+                    for t in range(_GROUP):
+                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
+                        msk |= np.uint64(hit) << np.uint64(t)
+                else:
+                    for t in range(q - p):
+                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
+                        msk |= np.uint64(hit) << np.uint64(t)
                 while msk:  # walk the hits only
                     t = np.int64(trailing_zeros(msk))
                     msk &= msk - one
