@@ -209,10 +209,13 @@ def _gcd(a, b):
 
 
 @njit(cache=True, nogil=True)
-def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, outk, outi):
+def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
+                  outk, outi, outv):  # fmt: skip
     """Exact top-k of row positions [lo, hi), element j at src[off + j].
 
-    Writes min(k, hi - lo) candidates (any order) to outk/outi; returns that count.
+    ck/ci/sk/si ([k + B2 + _GROUP] at least) and hist ([256]) are scratch. Writes
+    min(k, hi - lo) candidates (any order) to outk/outi and their raw bits to outv
+    (read here, while the row is still in cache); returns that count.
     """
     sign, absmask, inf, flip, nanval = consts[0], consts[1], consts[2], consts[3], consts[4]
     kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
@@ -224,14 +227,9 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, outk, out
         for t in range(n):
             outk[t] = _key(src[off + lo + t], T, sign, absmask, inf, flip, nanval)
             outi[t] = lo + t
+            outv[t] = src[off + lo + t]
         return n
-    first = max(k + b2, warm)
-    cap = first + _GROUP
-    ck = np.empty(cap, src.dtype)
-    ci = np.empty(cap, np.int64)
-    sk = np.empty(cap, src.dtype)
-    si = np.empty(cap, np.int64)
-    hist = np.empty(256, np.int64)
+    first = min(max(k + b2, warm), ck.size - _GROUP)
     m = (n + block - 1) // block
     a, c = _order_params(seed, row, seg, m)
     cnt = 0
@@ -285,13 +283,21 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, outk, out
         cnt = _keep(ck, ci, cnt, tk, ti)
     outk[:cnt] = ck[:cnt]
     outi[:cnt] = ci[:cnt]
+    for t in range(cnt):
+        outv[t] = src[off + ci[t]]
     return cnt
 
 
 @njit(cache=True, nogil=True)
 def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, cfg, seed, candk,
-                    candi, count):  # fmt: skip
-    """Tasks t0..t1-1 = (row, segment): exact top-k into candk/candi[task], count[task]."""
+                    candi, candv, count):  # fmt: skip
+    """Tasks t0..t1-1 = (row, segment): exact top-k into candk/candi/candv[task], count[task]."""
+    cap = max(k + cfg[1], cfg[2]) + _GROUP  # scratch shared by this thread's tasks
+    ck = np.empty(cap, data.dtype)
+    ci = np.empty(cap, np.int64)
+    sk = np.empty(cap, data.dtype)
+    si = np.empty(cap, np.int64)
+    hist = np.empty(256, np.int64)
     for t in range(t0, t1):
         r = t // nseg
         s = t % nseg
@@ -308,12 +314,30 @@ def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, c
                 src[j - lo] = data[rowbase[r] + j * es]
             off = -lo
         count[t] = _segment_topk(
-            src, off, lo, hi, k, T, consts, cfg, seed, r, s, candk[t], candi[t]
+            src,
+            off,
+            lo,
+            hi,
+            k,
+            T,
+            consts,
+            cfg,
+            seed,
+            r,
+            s,
+            ck,
+            ci,
+            sk,
+            si,
+            hist,
+            candk[t],
+            candi[t],
+            candv[t],
         )
 
 
 @njit(cache=True, nogil=True)
-def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, count, order,
+def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count, order,
                  offsets, has_values, fill_bits, fill_index, outv, outi):  # fmt: skip
     """Rows r0..r1-1: merge the segments' candidates to the exact top-k, order, write."""
     kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
@@ -352,8 +376,8 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, co
         for j in range(total):
             idx = bi[perm[j]]
             outi[r, j] = idx + offsets[r]
-            if has_values:
-                outv[r, j] = data[base + idx * es]
+            if has_values:  # unsplit rows: the bits read while the row was hot
+                outv[r, j] = candv[r, perm[j]] if nseg == 1 else data[base + idx * es]
         for j in range(total, k):
             outi[r, j] = fill_index
             if has_values:
@@ -481,9 +505,10 @@ def run_cpu(
     tasks = rows * nseg
     candk = np.empty((tasks, kk), dtype=utype)
     candi = np.empty((tasks, kk), dtype=np.int64)
+    candv = np.empty((tasks, kk), dtype=utype)
     count = np.empty(tasks, dtype=np.int64)
     _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, consts, cfg,
-              config.seed, candk, candi, count)  # fmt: skip
+              config.seed, candk, candi, candv, count)  # fmt: skip
 
     direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
     oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
@@ -501,7 +526,7 @@ def run_cpu(
         fill_bits = utype(0)
         ov = np.empty((1, 1), dtype=utype)
     order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
-    _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, count,
+    _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count,
               order, offsets, has_values, fill_bits, np.int64(opt.fill_index), ov, oi)  # fmt: skip
     if not direct_i:
         out_indices.copy_(torch.from_numpy(oi))
