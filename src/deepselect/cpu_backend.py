@@ -40,10 +40,13 @@ class CpuConfig:
     """Tuning of the CPU backend (element counts).
 
     Measured on a 2-core AMD EPYC (Zen 3, AVX2), fp32 / bf16 rows of 129K and 1M,
-    k = 512, one thread: the block size hardly matters from 4K to 1M elements (8K keeps
+    k = 512, one thread: the block size hardly matters from 2K to 1M elements (8K keeps
     the random order fine-grained); a first window of 4K beats 16K (a compaction costs
     ~2.5 ns per candidate, and the first one sees the whole window); B2 = 256 beats
-    1024 (a staler threshold admits more hits than the extra compactions cost).
+    1024 (a staler threshold admits more hits than the extra compactions cost). What
+    is left is the key-and-max scan (~0.45 ns per element, about one core's share of
+    the memory bandwidth for fp32) and ~50-80 ns per group that holds a hit (about
+    k ln(N / warmup) of them per row).
     """
 
     block: int = 8192  #: B: elements per block of the random block order
