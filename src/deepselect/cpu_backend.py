@@ -106,6 +106,8 @@ def _skip(src, p, pend, T, sign, absmask, inf, flip, nanval, tk):
 def _select_kth(ck, ci, n, k, sk, si, hist, T, kbits, ibits):
     """(key, index) of the k-th best of ck/ci[:n] (key desc, index asc); 1 <= k <= n.
 
+    hist is scratch of 1024 counters; sk/si of n elements.
+
     Radix select: 8-bit digits of the key from the top, keeping only the elements of
     the chosen digit (copied to sk/si), then digits of the index among the tied keys.
     """
@@ -115,21 +117,30 @@ def _select_kth(ck, ci, n, k, sk, si, hist, T, kbits, ibits):
     shift = kbits - 8
     while shift >= 0:
         ts = T(shift)
+        # Four interleaved histograms: the top digits of real data fall in a few bins,
+        # and one histogram would chain every increment through the same counter.
         hist[:] = 0
-        for j in range(m):
+        m4 = m - m % 4
+        for j in range(0, m4, 4):
             hist[np.int64(T(src_k[j] >> ts) & T(255))] += 1
+            hist[256 + np.int64(T(src_k[j + 1] >> ts) & T(255))] += 1
+            hist[512 + np.int64(T(src_k[j + 2] >> ts) & T(255))] += 1
+            hist[768 + np.int64(T(src_k[j + 3] >> ts) & T(255))] += 1
+        for j in range(m4, m):
+            hist[np.int64(T(src_k[j] >> ts) & T(255))] += 1
+        for b in range(256):
+            hist[b] += hist[256 + b] + hist[512 + b] + hist[768 + b]
         d = 255
         while hist[d] < rem:
             rem -= hist[d]
             d -= 1
         td = T(d)
         m2 = 0
-        for j in range(m):
+        for j in range(m):  # branch-free: the chosen digit may be any fraction
             kk = src_k[j]
-            if T(T(kk >> ts) & T(255)) == td:
-                sk[m2] = kk
-                si[m2] = src_i[j]
-                m2 += 1
+            sk[m2] = kk
+            si[m2] = src_i[j]
+            m2 += T(T(kk >> ts) & T(255)) == td
         m = m2
         src_k, src_i = sk, si
         shift -= 8
@@ -300,7 +311,7 @@ def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, c
     ci = np.empty(cap, np.int64)
     sk = np.empty(cap, data.dtype)
     si = np.empty(cap, np.int64)
-    hist = np.empty(256, np.int64)
+    hist = np.empty(1024, np.int64)
     for t in range(t0, t1):
         r = t // nseg
         s = t % nseg
@@ -361,13 +372,13 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, ca
         if total > k:
             sk = np.empty(total, candk.dtype)
             si = np.empty(total, np.int64)
-            hist = np.empty(256, np.int64)
+            hist = np.empty(1024, np.int64)
             tk, ti = _select_kth(bk, bi, total, k, sk, si, hist, T, kbits, ibits)
             total = _keep(bk, bi, total, tk, ti)
         perm = np.arange(total)
         if order != 0:
             tmp = np.empty(total, np.int64)
-            hist = np.empty(256, np.int64)
+            hist = np.empty(1024, np.int64)
             # LSD radix sort: index digits, then (for value order) descending key digits
             _radix_pass_all(bi, perm, tmp, hist, ibits, total)
             if order == 1:
