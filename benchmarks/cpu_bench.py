@@ -1,0 +1,95 @@
+"""CPU benchmark: deepselect's Numba backend beside torch.topk and a plain row max.
+
+Prints one table and writes a CSV. ``x.amax(dim=1)`` reads the same data once and
+does nothing else, so "ratio to amax" says how close the top-k is to a single read.
+
+    PYTHONPATH=src python3 benchmarks/cpu_bench.py --csv benchmarks/cpu_bench.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import time
+
+import torch
+
+from deepselect import distributions
+from deepselect.api import topk_rows
+
+# (rows, N, k, dtype, sorted): the indexer shapes (unsorted) and the sampler shape (sorted)
+CASES = [
+    (16, 1 << 20, 512, torch.float32, False),
+    (16, 1 << 20, 512, torch.bfloat16, False),
+    (1, 1 << 20, 512, torch.float32, False),
+    (1, 1 << 20, 512, torch.bfloat16, False),
+    (256, 129_280, 512, torch.float32, True),
+]
+
+
+def _median_ms(fn, repeats: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def run_case(rows, n, k, dtype, sort, kind, repeats, warmup):
+    x = distributions.make(kind, rows, n, dtype, seed=1)
+    order = "value" if sort else "none"
+    ours = _median_ms(lambda: topk_rows(x, k, order=order), repeats, warmup)
+    ref = _median_ms(lambda: torch.topk(x, k, dim=1, sorted=sort), repeats, warmup)
+    amax = _median_ms(lambda: x.amax(dim=1), repeats, warmup)
+    return {
+        "shape": f"{rows}x{n} k={k}{' sorted' if sort else ''}",
+        "dtype": str(dtype).removeprefix("torch."),
+        "kind": kind,
+        "deepselect_ms": ours,
+        "torch_topk_ms": ref,
+        "speedup": ref / ours,
+        "amax_ms": amax,
+        "ratio_to_amax": ours / amax,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--csv", default="cpu_bench.csv", help="where to write the CSV")
+    p.add_argument("--repeats", type=int, default=15, help="timed repeats (median reported)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (incl. JIT)")
+    p.add_argument("--kind", default="normal", choices=distributions.KINDS, help="input data")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = []
+    head = (
+        f"{'shape':<26} {'dtype':<9} {'deepselect ms':>13} {'torch.topk ms':>13} "
+        f"{'speedup':>8} {'x.amax ms':>10} {'/amax':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for rows, n, k, dtype, sort in CASES:
+        r = run_case(rows, n, k, dtype, sort, args.kind, args.repeats, args.warmup)
+        results.append(r)
+        print(
+            f"{r['shape']:<26} {r['dtype']:<9} {r['deepselect_ms']:>13.3f} "
+            f"{r['torch_topk_ms']:>13.3f} {r['speedup']:>7.1f}x {r['amax_ms']:>10.3f} "
+            f"{r['ratio_to_amax']:>6.2f}",
+            flush=True,
+        )
+    with open(args.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(results[0]))
+        w.writeheader()
+        w.writerows(results)
+    print(f"wrote {args.csv} ({torch.get_num_threads()} threads)")
+
+
+if __name__ == "__main__":
+    main()

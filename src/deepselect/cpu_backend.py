@@ -1,0 +1,548 @@
+"""The CPU backend: DeepSelect per row, JIT-compiled with Numba.
+
+Each row (or row segment) is read once, in contiguous blocks visited in a random
+order that depends only on the row number and a fixed seed. Every element's
+order-preserving key (the mapping of :mod:`deepselect.keys`, computed here from the
+raw bit pattern) is compared with the running threshold ``T = (key, index)`` — the
+k-th best candidate so far — and the few that beat it are appended to a candidate
+buffer. When the buffer holds ``k + B2`` candidates it is compacted back to ``k`` by a
+radix select (8-bit digits of the key, then of the index among tied keys), which
+also raises ``T``. Rows shorter than the thread count are split into segments; each
+segment's exact top-k is taken and the segments are merged by the same select, which
+is exact because every element of the row's top-k is in its segment's top-k.
+
+The hot loop (:func:`_skip`) is branch-light and stores nothing: the keys of a group
+of 32 elements are reduced to their maximum (vectorised), one compare per group. Only
+a group whose maximum reaches ``T``'s key is looked at again, as a 32-bit hit mask
+walked hit by hit (find-first-set), so the append work scales with the hits.
+
+Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
+(``cache=True``), so a new process loads the machine code instead of recompiling.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from .options import Order, TopkOptions
+
+__all__ = ["CpuConfig", "CONFIG", "run_cpu"]
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """Tuning of the CPU backend (element counts).
+
+    Measured on a 2-core AMD EPYC (Zen 3, AVX2), fp32 / bf16 rows of 129K and 1M,
+    k = 512, one thread: the block size hardly matters from 2K to 1M elements (8K keeps
+    the random order fine-grained); a first window of 4K beats 16K (a compaction costs
+    ~2.5 ns per candidate, and the first one sees the whole window); B2 = 256 beats
+    1024 (a staler threshold admits more hits than the extra compactions cost). What
+    is left is the key-and-max scan (~0.45 ns per element, about one core's share of
+    the memory bandwidth for fp32) and ~50-80 ns per group that holds a hit (about
+    k ln(N / warmup) of them per row).
+    """
+
+    block: int = 8192  #: B: elements per block of the random block order
+    b2_min: int = 256  #: B2 = max(b2_min, k // 2): candidates beyond k before a compaction
+    warmup: int = 4096  #: first compaction once this many candidates (at least k + B2)
+    min_segment: int = 65536  #: shortest row segment worth a thread of its own
+    seed: int = 0x5EED  #: seed of the block order (data-independent)
+
+
+CONFIG = CpuConfig()
+
+# Elements per threshold test (at most 64: one 64-bit hit mask). A compile-time
+# constant so the test loop is fully unrolled; 32 measured fastest of 16..512.
+_GROUP = 32
+
+
+# ---------------------------------------------------------------------------
+# JIT kernels. `T` is the unsigned key type (np.uint16 / np.uint32 / np.uint64),
+# passed as a number class so that every key operation stays in that width (numba
+# would otherwise widen to 64 bits and halve the SIMD lanes).
+# ---------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _key(u, T, sign, absmask, inf, flip, nanval):
+    # keys.py: positive -> set the sign bit, negative -> invert; -0 -> +0; NaN -> top;
+    # largest=False -> complement, NaN pinned to the bottom. The sign is spread by
+    # arithmetic rather than a select, by a shift known at compile time: each measured
+    # 2x faster once vectorised (AVX2).
+    ab = T(u & absmask)
+    neg = T(T(0) - T(u >> T(np.iinfo(T).bits - 1)))  # all ones for negative values
+    k = T(u ^ T(neg | sign))
+    k = sign if ab == T(0) else k
+    k = T(k ^ flip)
+    return nanval if ab > inf else k
+
+
+@njit(cache=True, nogil=True)
+def _skip(src, p, pend, T, sign, absmask, inf, flip, nanval, tk):
+    """First group start p (stepping by _GROUP) whose keys reach tk, or the start of the
+    last, partial group (p + _GROUP > pend).
+
+    The hot loop: keys of a whole group reduced to their max (vectorised, fixed trip
+    count), one compare per group, no stores.
+    """
+    while p + _GROUP <= pend:
+        mx = T(0)
+        for t in range(_GROUP):
+            mx = max(mx, _key(src[p + t], T, sign, absmask, inf, flip, nanval))
+        if mx >= tk:
+            return p
+        p += _GROUP
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _select_kth(ck, ci, n, k, sk, si, hist, T, kbits, ibits):
+    """(key, index) of the k-th best of ck/ci[:n] (key desc, index asc); 1 <= k <= n.
+
+    hist is scratch of 1024 counters; sk/si of n elements.
+
+    Radix select: 8-bit digits of the key from the top, keeping only the elements of
+    the chosen digit (copied to sk/si), then digits of the index among the tied keys.
+    """
+    rem = k
+    m = n
+    src_k, src_i = ck, ci
+    shift = kbits - 8
+    while shift >= 0:
+        ts = T(shift)
+        # Four interleaved histograms: the top digits of real data fall in a few bins,
+        # and one histogram would chain every increment through the same counter.
+        hist[:] = 0
+        m4 = m - m % 4
+        for j in range(0, m4, 4):
+            hist[np.int64(T(src_k[j] >> ts) & T(255))] += 1
+            hist[256 + np.int64(T(src_k[j + 1] >> ts) & T(255))] += 1
+            hist[512 + np.int64(T(src_k[j + 2] >> ts) & T(255))] += 1
+            hist[768 + np.int64(T(src_k[j + 3] >> ts) & T(255))] += 1
+        for j in range(m4, m):
+            hist[np.int64(T(src_k[j] >> ts) & T(255))] += 1
+        for b in range(256):
+            hist[b] += hist[256 + b] + hist[512 + b] + hist[768 + b]
+        d = 255
+        while hist[d] < rem:
+            rem -= hist[d]
+            d -= 1
+        td = T(d)
+        m2 = 0
+        for j in range(m):  # branch-free: the chosen digit may be any fraction
+            kk = src_k[j]
+            sk[m2] = kk
+            si[m2] = src_i[j]
+            m2 += T(T(kk >> ts) & T(255)) == td
+        m = m2
+        src_k, src_i = sk, si
+        shift -= 8
+    kth = sk[0]
+    if rem == m:  # take every tie: the k-th is the last of them by index
+        return kth, si[:m].max()
+    shift = ibits - 8
+    while shift >= 0:  # lowest indices first among the ties
+        hist[:] = 0
+        for j in range(m):
+            hist[(si[j] >> shift) & 255] += 1
+        d = 0
+        while hist[d] < rem:
+            rem -= hist[d]
+            d += 1
+        m2 = 0
+        for j in range(m):
+            if ((si[j] >> shift) & 255) == d:
+                si[m2] = si[j]
+                m2 += 1
+        m = m2
+        shift -= 8
+    return kth, si[0]
+
+
+@njit(cache=True, nogil=True)
+def _keep(ck, ci, n, tk, ti):
+    """Move the candidates at or above (tk, ti) to the front; return their count."""
+    pos = 0
+    for j in range(n):
+        kk = ck[j]
+        if kk > tk or (kk == tk and ci[j] <= ti):
+            ck[pos] = kk
+            ci[pos] = ci[j]
+            pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _radix_pass_all(keys, perm, tmp, hist, bits, n):
+    """Stable LSD radix sort of perm[:n] by keys[perm] ascending, 8 bits per pass."""
+    for shift in range(0, bits, 8):
+        hist[:] = 0
+        for j in range(n):
+            hist[np.int64(keys[perm[j]] >> shift) & 255] += 1
+        total = 0
+        for d in range(256):
+            c = hist[d]
+            hist[d] = total
+            total += c
+        for j in range(n):
+            p = perm[j]
+            d = np.int64(keys[p] >> shift) & 255
+            tmp[hist[d]] = p
+            hist[d] += 1
+        perm[:n] = tmp[:n]
+
+
+@njit(cache=True, nogil=True)
+def _order_params(seed, row, seg, m):
+    """Multiplier a (coprime with m) and shift c of the block order (a*i + c) mod m."""
+    h = np.uint64(seed) ^ (np.uint64(row) * np.uint64(0x9E3779B97F4A7C15))
+    h ^= np.uint64(seg) * np.uint64(0xC2B2AE3D27D4EB4F)
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    mm = np.uint64(m)
+    a = np.int64(h % mm) + 1
+    c = np.int64((h >> np.uint64(32)) % mm)
+    while _gcd(a, m) != 1:
+        a = a % m + 1
+    return a, c
+
+
+@njit(cache=True, nogil=True)
+def _gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
+                  outk, outi, outv):  # fmt: skip
+    """Exact top-k of row positions [lo, hi), element j at src[off + j].
+
+    ck/ci/sk/si ([k + B2 + _GROUP] at least) and hist ([256]) are scratch. Writes
+    min(k, hi - lo) candidates (any order) to outk/outi and their raw bits to outv
+    (read here, while the row is still in cache); returns that count.
+    """
+    sign, absmask, inf, flip, nanval = consts[0], consts[1], consts[2], consts[3], consts[4]
+    kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
+    block, b2, warm = cfg[0], cfg[1], cfg[2]
+    n = hi - lo
+    if n <= 0:
+        return 0
+    if n <= k:
+        for t in range(n):
+            outk[t] = _key(src[off + lo + t], T, sign, absmask, inf, flip, nanval)
+            outi[t] = lo + t
+            outv[t] = src[off + lo + t]
+        return n
+    first = min(max(k + b2, warm), ck.size - _GROUP)
+    m = (n + block - 1) // block
+    a, c = _order_params(seed, row, seg, m)
+    cnt = 0
+    trig = first
+    have = False
+    tk = T(0)
+    ti = np.int64(0)
+    one = np.uint64(1)
+    for i in range(m):
+        b = (a * i + c) % m
+        p = off + lo + b * block  # position in src
+        pend = min(p + block, off + hi)
+        while p < pend:
+            if have:
+                p = _skip(src, p, pend, T, sign, absmask, inf, flip, nanval, tk)
+                if p >= pend:
+                    break
+                q = min(p + _GROUP, pend)
+                msk = np.uint64(0)
+                if q - p == _GROUP:  # fixed trip count: vectorised without a remainder
+                    for t in range(_GROUP):
+                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
+                        msk |= np.uint64(hit) << np.uint64(t)
+                else:
+                    for t in range(q - p):
+                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
+                        msk |= np.uint64(hit) << np.uint64(t)
+                while msk:  # walk the hits only
+                    t = np.int64(trailing_zeros(msk))
+                    msk &= msk - one
+                    kk = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
+                    j = p + t - off
+                    if kk > tk or (kk == tk and j < ti):
+                        ck[cnt] = kk
+                        ci[cnt] = j
+                        cnt += 1
+            else:  # threshold still -inf: everything is a candidate
+                q = min(p + _GROUP, pend)
+                for t in range(q - p):
+                    ck[cnt + t] = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
+                    ci[cnt + t] = p + t - off
+                cnt += q - p
+            p = q
+            if cnt >= trig:
+                tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
+                cnt = _keep(ck, ci, cnt, tk, ti)
+                have = True
+                trig = k + b2
+    if cnt > k:
+        tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
+        cnt = _keep(ck, ci, cnt, tk, ti)
+    outk[:cnt] = ck[:cnt]
+    outi[:cnt] = ci[:cnt]
+    for t in range(cnt):
+        outv[t] = src[off + ci[t]]
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, cfg, seed, candk,
+                    candi, candv, count):  # fmt: skip
+    """Tasks t0..t1-1 = (row, segment): exact top-k into candk/candi/candv[task], count[task]."""
+    cap = max(k + cfg[1], cfg[2]) + _GROUP  # scratch shared by this thread's tasks
+    ck = np.empty(cap, data.dtype)
+    ci = np.empty(cap, np.int64)
+    sk = np.empty(cap, data.dtype)
+    si = np.empty(cap, np.int64)
+    hist = np.empty(1024, np.int64)
+    for t in range(t0, t1):
+        r = t // nseg
+        s = t % nseg
+        b = begin[r]
+        width = end[r] - b
+        lo = b + width * s // nseg
+        hi = b + width * (s + 1) // nseg
+        if es == 1:
+            src = data
+            off = rowbase[r]
+        else:  # strided row: read it once into a contiguous scratch
+            src = np.empty(max(hi - lo, 0), data.dtype)
+            for j in range(lo, hi):
+                src[j - lo] = data[rowbase[r] + j * es]
+            off = -lo
+        count[t] = _segment_topk(
+            src,
+            off,
+            lo,
+            hi,
+            k,
+            T,
+            consts,
+            cfg,
+            seed,
+            r,
+            s,
+            ck,
+            ci,
+            sk,
+            si,
+            hist,
+            candk[t],
+            candi[t],
+            candv[t],
+        )
+
+
+@njit(cache=True, nogil=True)
+def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count, order,
+                 offsets, has_values, fill_bits, fill_index, outv, outi):  # fmt: skip
+    """Rows r0..r1-1: merge the segments' candidates to the exact top-k, order, write."""
+    kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
+    top = T(~T(0))
+    for r in range(r0, r1):
+        total = 0
+        for s in range(nseg):
+            total += count[r * nseg + s]
+        bk = np.empty(total, candk.dtype)
+        bi = np.empty(total, np.int64)
+        pos = 0
+        for s in range(nseg):
+            t = r * nseg + s
+            c = count[t]
+            bk[pos : pos + c] = candk[t, :c]
+            bi[pos : pos + c] = candi[t, :c]
+            pos += c
+        if total > k:
+            sk = np.empty(total, candk.dtype)
+            si = np.empty(total, np.int64)
+            hist = np.empty(1024, np.int64)
+            tk, ti = _select_kth(bk, bi, total, k, sk, si, hist, T, kbits, ibits)
+            total = _keep(bk, bi, total, tk, ti)
+        perm = np.arange(total)
+        if order != 0:
+            tmp = np.empty(total, np.int64)
+            hist = np.empty(1024, np.int64)
+            # LSD radix sort: index digits, then (for value order) descending key digits
+            _radix_pass_all(bi, perm, tmp, hist, ibits, total)
+            if order == 1:
+                desc = np.empty(total, candk.dtype)
+                for j in range(total):
+                    desc[j] = T(top - bk[j])
+                _radix_pass_all(desc, perm, tmp, hist, kbits, total)
+        base = rowbase[r]
+        for j in range(total):
+            idx = bi[perm[j]]
+            outi[r, j] = idx + offsets[r]
+            if has_values:  # unsplit rows: the bits read while the row was hot
+                outv[r, j] = candv[r, perm[j]] if nseg == 1 else data[base + idx * es]
+        for j in range(total, k):
+            outi[r, j] = fill_index
+            if has_values:
+                outv[r, j] = fill_bits
+
+
+# ---------------------------------------------------------------------------
+# Host side
+# ---------------------------------------------------------------------------
+
+# dtype -> (signed torch view, unsigned numpy type, bits, bit pattern of +inf)
+_LAYOUT = {
+    torch.bfloat16: (torch.int16, np.uint16, 16, 0x7F80),
+    torch.float16: (torch.int16, np.uint16, 16, 0x7C00),
+    torch.float32: (torch.int32, np.uint32, 32, 0x7F800000),
+    torch.float64: (torch.int64, np.uint64, 64, 0x7FF0000000000000),
+}
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def threads() -> int:
+    """Worker threads of the CPU backend (``torch.get_num_threads()``)."""
+    return max(1, torch.get_num_threads())
+
+
+def _parallel(fn, count: int, *args) -> None:
+    """Run ``fn(t0, t1, *args)`` over ``range(count)`` split evenly across threads.
+
+    The kernels release the GIL (``nogil=True``), so plain threads run them in
+    parallel; this compiles far faster than a ``parallel=True`` kernel.
+    """
+    global _POOL
+    workers = min(threads(), count)
+    if workers <= 1:
+        fn(0, count, *args)
+        return
+    if _POOL is None or _POOL._max_workers < workers:
+        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deepselect")
+    cuts = [count * w // workers for w in range(workers + 1)]
+    futures = [_POOL.submit(fn, cuts[w], cuts[w + 1], *args) for w in range(1, workers)]
+    fn(cuts[0], cuts[1], *args)
+    for f in futures:
+        f.result()
+
+
+def _segments(rows: int, n: int, k: int, cfg: CpuConfig) -> int:
+    """Segments per row from shapes only: enough tasks for every thread."""
+    nthreads = threads()
+    if rows >= nthreads or n < 2 * max(cfg.min_segment, 4 * k):
+        return 1
+    return max(1, min(nthreads // max(rows, 1), n // max(cfg.min_segment, 4 * k)))
+
+
+def run_cpu(
+    x: torch.Tensor,
+    k: int,
+    opt: TopkOptions,
+    out_values: torch.Tensor | None,
+    out_indices: torch.Tensor,
+    *,
+    segments: int | None = None,
+    config: CpuConfig = CONFIG,
+) -> None:
+    """Exact top-k of every row of a CPU tensor, written into the given buffers.
+
+    Args:
+        x: ``[rows, N]`` bf16 / fp16 / fp32 / fp64 on the CPU, any strides.
+        k: elements per row, ``>= 1`` (``k >= N`` returns all valid elements, then fills).
+        opt: validated :class:`TopkOptions` (see :func:`deepselect.api.make_options`).
+        out_values: ``[rows, k]`` of ``x.dtype`` or None; receives ``x[row, index]`` bit for bit.
+        out_indices: ``[rows, k]`` int32 / int64.
+        segments: segments per row (default: chosen from the shapes and thread count);
+            any value gives the same result.
+        config: block sizes (:class:`CpuConfig`).
+
+    >>> from deepselect.api import make_options
+    >>> x = torch.tensor([[0.5, 2.0, -1.0, 2.0]])
+    >>> i = torch.empty(1, 2, dtype=torch.int32)
+    >>> run_cpu(x, 2, make_options(x, 2, order="value"), None, i)
+    >>> i.tolist()
+    [[1, 3]]
+    """
+    rows, n = x.shape
+    if rows == 0:
+        return
+    signed, utype, bits, inf_bits = _LAYOUT[x.dtype]
+    T = utype
+    top = (1 << bits) - 1
+    sign = 1 << (bits - 1)
+    consts = np.array(
+        [
+            sign,
+            top >> 1,
+            inf_bits,
+            0 if opt.largest else top,
+            top if opt.largest else 0,
+            bits,
+            max(8, -(-max(n - 1, 1).bit_length() // 8) * 8),
+        ],
+        dtype=utype,
+    )
+    cfg = np.array(
+        [config.block, max(config.b2_min, k // 2), config.warmup],
+        dtype=np.int64,
+    )
+    nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
+
+    xi = x.detach().view(signed)
+    s0, s1 = xi.stride()
+    if n == 0:
+        data = np.zeros(1, dtype=utype)
+        es = 1
+    else:
+        span = (rows - 1) * s0 + (n - 1) * s1 + 1
+        data = xi.as_strided((span,), (1,)).numpy().view(utype)
+        es = 1 if n == 1 else s1
+    rowbase = np.arange(rows, dtype=np.int64) * s0
+    begin, end = opt.window_bounds(rows, n, torch.device("cpu"))
+    begin, end = begin.numpy(), end.numpy()
+    offsets = opt.offset_tensor(rows, torch.device("cpu")).numpy()
+
+    kk = max(1, min(k, n))
+    tasks = rows * nseg
+    candk = np.empty((tasks, kk), dtype=utype)
+    candi = np.empty((tasks, kk), dtype=np.int64)
+    candv = np.empty((tasks, kk), dtype=utype)
+    count = np.empty(tasks, dtype=np.int64)
+    _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, consts, cfg,
+              config.seed, candk, candi, candv, count)  # fmt: skip
+
+    direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
+    oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
+    has_values = out_values is not None
+    if has_values:
+        fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype)
+        fill_bits = utype(int(fill.view(signed).item()) & top)
+        direct_v = out_values.is_contiguous()
+        ov = (
+            out_values.view(signed).numpy().view(utype)
+            if direct_v
+            else np.empty((rows, k), dtype=utype)
+        )
+    else:
+        fill_bits = utype(0)
+        ov = np.empty((1, 1), dtype=utype)
+    order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
+    _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count,
+              order, offsets, has_values, fill_bits, np.int64(opt.fill_index), ov, oi)  # fmt: skip
+    if not direct_i:
+        out_indices.copy_(torch.from_numpy(oi))
+    if has_values and not direct_v:
+        out_values.view(signed).copy_(torch.from_numpy(ov.view(np.dtype(ov.dtype.name[1:]))))
