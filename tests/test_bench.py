@@ -230,6 +230,17 @@ def test_time_fn_max_seconds_and_bad_input():
         bench.time_fn(lambda x: x, [torch.ones(1)], "cpu", repeats=0)
 
 
+def test_triton_read_kernel_reads_everything():
+    # the read ceiling's kernel must really read every element (its max is x's max)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # interpreter without a GPU
+    x = torch.randn(3, 40_000, device=dev).to(torch.bfloat16)
+    x[2, 39_999] = 1000.0  # the very last element holds the maximum
+    assert float(bench.triton_read(x).max()) == 1000.0
+    assert [name for name, _ in bench.read_kernels("cpu")] == ["amax"]
+    with pytest.raises(ValueError, match="contiguous"):
+        bench.triton_read(x.t())
+
+
 # ---------------------------------------------------------------------- inputs
 
 
