@@ -1054,7 +1054,13 @@ def register(subparsers) -> None:
             "small shapes."
         ),
     )
-    p.add_argument("--scenario", choices=("indexer", "sampler", "all"), default="all")
+    p.add_argument(
+        "--scenario",
+        choices=("indexer", "sampler", "all"),
+        default="all",
+        help="indexer (bf16, unsorted, k 512/1024, N 256..1M), sampler (fp32, N=129280, "
+        "k=512, sorted by value) or both (default)",
+    )
     p.add_argument("--batch", type=_int_list, help="batch sizes, e.g. '6,4096'")
     p.add_argument("--n", type=_int_list, help="row lengths, e.g. '16K,1M'")
     p.add_argument("--k", type=_int_list, help="k values, e.g. '512,1024'")
@@ -1077,7 +1083,7 @@ def register(subparsers) -> None:
         help="memory budget for one input copy, GiB; larger cases are skipped "
         "(default: 30%% of the GPU's memory, 2 GiB on the CPU)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.set_defaults(func=main)
 
 

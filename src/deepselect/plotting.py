@@ -82,7 +82,7 @@ def _bars(ax, rows: Sequence[dict], xkey: str, series, xlabel: str) -> None:
             markersize=18,
             markeredgewidth=2,
             color="black",
-            label="read (amax)",
+            label="plain read (ceiling)",
         )
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([_size_label(x) if xkey == "n" else str(x) for x in xs], rotation=45)
