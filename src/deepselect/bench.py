@@ -828,8 +828,9 @@ def run_case(
         col = "deepselect" if lib is ours else lib.name
         try:
             v, i = lib.call(x0, case.k, ordered)
-        except Exception as exc:
-            row[f"{col}_status"] = f"unsupported: {_short(exc)}"
+        except Exception as exc:  # another library may lack a shape; ours must not
+            word = "error" if lib is ours else "unsupported"
+            row[f"{col}_status"] = f"{word}: {_short(exc)}"
             continue
         status = check_exact(x0, v, i, want, case.k, ordered=ordered, fill_index=lib.fill_index)
         if lib is ours and status == EXACT:
@@ -1196,6 +1197,8 @@ def main(args: argparse.Namespace) -> int:
                 try:
                     row = run_case(case, dist, config, ours, extras)
                 except Exception as exc:  # one broken case must not lose the others
+                    if device == "cuda":
+                        torch.cuda.empty_cache()
                     row = {
                         "scenario": case.scenario,
                         "dist": dist,
