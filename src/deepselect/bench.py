@@ -1005,7 +1005,7 @@ def render_table(rows: Sequence[dict], extra_names: Sequence[str] = (), title: s
             ds,
             format_time(r.get("torch_us")),
             _fmt(r.get("speedup"), ".2f", "×"),
-            _fmt(r.get("deepselect_tbps"), ".3f"),
+            _fmt(r.get("deepselect_tbps"), ".3g"),  # CPUs read GB/s, not TB/s
             _fmt(r.get("pct_of_read"), ".0f", "%"),
         ]
         for name in extra_names:
@@ -1165,7 +1165,7 @@ def main(args: argparse.Namespace) -> int:
     peak = measure_read_peak(dev, int(config.cold_factor * cache))
     err.print(
         f"[bold]deepselect bench[/] on {name}: cache {cache / 2**20:.0f} MiB, "
-        f"read ceiling {peak:.3f} TB/s (plain read of a cold buffer); "
+        f"read ceiling {peak:.3g} TB/s (plain read of a cold buffer); "
         f"{len(cases) * len(dists)} cases, median of {config.repeats}"
         + (", CUDA-graph replay" if config.graph else "")
     )
