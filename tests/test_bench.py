@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from deepselect import bench, distributions
+from deepselect import bench, distributions, topk_rows
 from deepselect.cli import main as cli_main
 from deepselect.options import Order, TopkOptions
 from deepselect.oracle import oracle_topk
@@ -286,6 +286,14 @@ def _config(**kw):
     return bench.BenchConfig(**base)
 
 
+def _oracle_library():
+    # the harness is under test, not a backend: judge the oracle, fast to start everywhere
+    def call(x, k, ordered):
+        return topk_rows(x, k, order="value" if ordered else "none", backend="oracle")
+
+    return bench.Library("deepselect", call, fill_index=-1)
+
+
 def _wrong_library():
     def call(x, k, ordered):  # the first k columns: right shape, wrong answer
         idx = torch.arange(k).expand(x.shape[0], k).contiguous()
@@ -304,7 +312,7 @@ def _broken_library():
 def test_run_case_checks_every_library_and_survives_failures():
     case = bench.Case("indexer", torch.float32, 3, 2000, 16, "none")
     extras = [_wrong_library(), _broken_library()]
-    row = bench.run_case(case, "normal", _config(), bench.deepselect_library(), extras)
+    row = bench.run_case(case, "normal", _config(), _oracle_library(), extras)
     assert row["status"] == "ok"
     assert row["deepselect_status"] == bench.EXACT
     assert row["firstk_status"].startswith("inexact")
@@ -327,7 +335,7 @@ def test_run_case_without_deepselect_backend_and_over_budget():
 
 def test_csv_table_and_plot_from_rows(tmp_path):
     cases = bench.case_list("all", device="cpu", batches=[2, 3], ns=[300, 600], ks=[8])
-    rows = [bench.run_case(c, "normal", _config(), bench.deepselect_library()) for c in cases]
+    rows = [bench.run_case(c, "normal", _config(), _oracle_library()) for c in cases]
     rows.append(
         bench.run_case(
             bench.Case("indexer", torch.bfloat16, 2, 10**6, 8, "none"),
@@ -434,3 +442,15 @@ def test_cli_rejects_bad_options(argv, match, capsys):
 def test_cli_rejects_bad_sizes():
     with pytest.raises(SystemExit):
         cli_main(["bench", "--n", "lots"])
+
+
+def test_library_discovery_on_cpu():
+    problem, _ = bench.backend_problem("cpu")
+    assert problem is None  # topk_rows always runs on the CPU (backend or fallback)
+    assert bench.extra_libraries("cpu") == []
+    lib = bench.deepselect_library()
+    x = distributions.make("distinct32", 4, 300, torch.float32, seed=5)
+    v, i = lib.call(x, 10, True)
+    want = torch.topk(x, 10, dim=1).values
+    assert i.dtype == torch.int32
+    assert bench.check_exact(x, v, i, want, 10, ordered=True) == bench.EXACT
