@@ -10,6 +10,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deepselect import torch_ops
 from deepselect.torch_ops import topk, topk_rows_op
@@ -422,3 +424,37 @@ def test_compile_inductor_out_and_grad():
     cg(x).backward()
     (want_grad,) = torch.autograd.grad((torch.topk(x, 2, dim=0).values ** 2).sum(), x)
     assert torch.equal(x.grad, want_grad)
+
+
+# --------------------------------------------------------------------------------------
+# property: any shape, dim, k, ties, NaN and signed zeros against a stable sort
+# --------------------------------------------------------------------------------------
+
+_POOL = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, math.inf, -math.inf, math.nan, -math.nan, 1e-3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 6), min_size=1, max_size=3),
+    data=st.data(),
+    dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]),
+    largest=st.booleans(),
+    sorted_=st.booleans(),
+)
+def test_property_stable_sort_reference(shape, data, dtype, largest, sorted_):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    k = data.draw(st.integers(0, shape[dim]), label="k")
+    picks = data.draw(
+        st.lists(
+            st.integers(0, len(_POOL) - 1), min_size=math.prod(shape), max_size=math.prod(shape)
+        )
+    )
+    x = torch.tensor([_POOL[p] for p in picks], dtype=torch.float64).to(dtype).reshape(shape)
+    got = topk(x, k, dim, largest, sorted_)
+    # torch.sort: NaN largest, NaNs equal, -0.0 == +0.0, stable keeps index order in ties
+    want_i = torch.sort(x, dim=dim, descending=largest, stable=True).indices.narrow(dim, 0, k)
+    gi = got.indices if sorted_ else got.indices.sort(dim=dim).values
+    wi = want_i if sorted_ else want_i.sort(dim=dim).values
+    assert torch.equal(gi, wi)
+    itype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
+    assert torch.equal(got.values.view(itype), x.view(itype).gather(dim, got.indices))
