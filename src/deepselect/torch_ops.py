@@ -5,7 +5,8 @@ Three layers, top-down:
 * :func:`topk` has ``torch.topk``'s signature, errors and return type. It moves ``dim``
   last, flattens to ``[rows, N]`` and runs the row API (:func:`deepselect.api.topk_rows`),
   then reshapes back. Eager calls without autograd go straight to the row API: the
-  ``torch.library`` dispatcher costs microseconds per call and buys nothing there.
+  ``torch.library`` dispatcher costs tens of microseconds per call on the host and buys
+  nothing there.
 * ``torch.ops.deepselect.topk_rows`` (:data:`topk_rows_op`) is the 2-D row op, registered
   with a fake (meta) implementation and an autograd formula. :func:`topk` uses it while
   ``torch.compile`` traces (so the graph holds one opaque node, no graph break, any
@@ -230,7 +231,7 @@ def _check_out(out, input: torch.Tensor, shape: tuple) -> tuple[torch.Tensor, to
 def _row_view(t: torch.Tensor, d: int, rows: int, k: int) -> torch.Tensor | None:
     """``t`` (the output layout) as a writable ``[rows, k]`` view, or None if there is none
     with adjacent elements in a row."""
-    tm = t.movedim(d, -1)
+    tm = t if d == t.dim() - 1 else t.movedim(d, -1)
     try:
         v = tm.view(rows, k)
     except RuntimeError:
