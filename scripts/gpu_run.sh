@@ -9,9 +9,9 @@ export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSIO
 mode=${1:-quick}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
-timeout 240 python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
 if [ "$mode" = full ]; then
-  for d in shifted tiny ascending distinct32; do
+  for d in ${ROBUST:-shifted tiny ascending distinct32}; do
     timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi

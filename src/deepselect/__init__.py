@@ -10,6 +10,17 @@ from .api import topk_rows
 from .keys import from_keys, to_keys
 from .options import Order, TopkOptions
 from .oracle import oracle_topk
+from .reference import reference_topk
+from .torch_ops import topk
 
-__all__ = ["topk_rows", "oracle_topk", "to_keys", "from_keys", "Order", "TopkOptions"]
+__all__ = [
+    "topk",
+    "topk_rows",
+    "oracle_topk",
+    "reference_topk",
+    "to_keys",
+    "from_keys",
+    "Order",
+    "TopkOptions",
+]
 __version__ = "0.1.0"

@@ -77,7 +77,7 @@ def make_options(
     for name, t in (("begin", begin), ("end", end)):
         if t is not None:
             _check_int_vector(name, t, rows, x.device)
-    if x.device.type == "cpu":  # free to check here: no device sync
+    if x.device.type == "cpu" and (begin is not None or end is not None):  # no device sync
         b = begin if begin is not None else torch.zeros(rows, dtype=torch.int64)
         e = end if end is not None else torch.full((rows,), n, dtype=torch.int64)
         bad = (b < 0) | (e > n) | (b > e)
@@ -209,4 +209,10 @@ def _pick_backend(x: torch.Tensor, backend: str | None):
         except ImportError:  # numba missing: stay correct, if slow
             return _run_oracle
         return run_cpu
-    raise ValueError(f"backend must be 'triton', 'cpu', 'oracle' or None; got {backend!r}")
+    if backend == "reference":
+        from .reference import run_reference
+
+        return run_reference
+    raise ValueError(
+        f"backend must be 'triton', 'cpu', 'oracle', 'reference' or None; got {backend!r}"
+    )
