@@ -75,7 +75,7 @@ def compile_rows_kernel(dtype, k, order=Order.NONE, largest=True, asm=True, idx6
         sig[name] = "constexpr"
     src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
     return triton.compile(
-        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps, "maxnreg": 128}
+        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps}
     )
 
 

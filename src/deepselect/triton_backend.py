@@ -36,11 +36,7 @@ class LaunchConfig:
     NP: pivots per pass of the compaction's search (3 bits of a key per pass);
        CH * NP / 256 counters per thread stay live, so CH * NP is kept at 4096
        (1024 x 16 pushed the kernel to 255 registers with spills).
-    programs_per_sm, maxnreg: persistent programs per SM, and the register cap that
-       lets them be resident together (2 x 256 threads x 128 registers fill an SM's
-       file). Without the cap ptxas took 212 registers for sorted outputs (one
-       program per SM); with it, no spills up to CAP = 8192 (scripts/compile_check.py).
-       CAP = 16384 (k > 2048) needs ~255 registers: one program per SM, uncapped.
+    programs_per_sm: persistent programs per SM.
     """
 
     B: int
@@ -51,7 +47,6 @@ class LaunchConfig:
     NP: int = 8
     num_warps: int = 8
     programs_per_sm: int = 2
-    maxnreg: int | None = 128
 
 
 def _next_pow2(v: int) -> int:
@@ -63,15 +58,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     B = K.THREADS * K.WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
-    big = cap > 8192
-    return LaunchConfig(
-        B=B,
-        CAP=cap,
-        B2=cap - k - B,
-        KP=max(16, _next_pow2(k)),
-        programs_per_sm=1 if big else 2,
-        maxnreg=None if big else 128,
-    )
+    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)))
 
 
 def _interpreting() -> bool:
@@ -193,5 +180,4 @@ def run_triton(
         CH=cfg.CH,
         NP=cfg.NP,
         num_warps=cfg.num_warps,
-        **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )
