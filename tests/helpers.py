@@ -37,3 +37,19 @@ def assert_same_topk(got, want, order: Order | str = Order.NONE, msg: str = "") 
         assert gv.dtype == wv.dtype
         vb = (bits(gv.cpu()) != bits(wv.cpu())).any(dim=1)
         assert not bool(vb.any()), f"{msg} values differ in rows {vb.nonzero().flatten()[:8]}"
+
+
+def assert_same_along_dim(got, want, dim: int, sorted_: bool) -> None:
+    """``torch.return_types.topk``-style results, equal exactly: position by position
+    when sorted, as the same (index, value) sets along ``dim`` otherwise."""
+    gv, gi = got
+    wv, wi = want
+    assert gi.dtype == torch.int64 and gv.dtype == wv.dtype
+    assert gv.shape == wv.shape and gi.shape == wi.shape
+    if not sorted_ and gv.dim() > 0:
+        gi, p = gi.sort(dim=dim)
+        gv = gv.gather(dim, p)
+        wi, p = wi.sort(dim=dim)
+        wv = wv.gather(dim, p)
+    assert torch.equal(gi, wi)
+    assert torch.equal(gv, wv)

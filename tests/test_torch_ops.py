@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from helpers import assert_same_along_dim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,17 +32,7 @@ def distinct(shape, dtype=torch.float32, seed=0):
 
 def assert_same_as_torch(got, want, dim, sorted_):
     assert isinstance(got, torch.return_types.topk)
-    gv, gi = got
-    wv, wi = want
-    assert gi.dtype == torch.int64 and gv.dtype == wv.dtype
-    assert gv.shape == wv.shape and gi.shape == wi.shape
-    if not sorted_ and gv.dim() > 0:  # any order: compare as sets along dim
-        gi, p = gi.sort(dim=dim)
-        gv = gv.gather(dim, p)
-        wi, p = wi.sort(dim=dim)
-        wv = wv.gather(dim, p)
-    assert torch.equal(gi, wi)
-    assert torch.equal(gv, wv)
+    assert_same_along_dim(got, want, dim, sorted_)
 
 
 def test_signature_matches_torch_topk():

@@ -781,6 +781,20 @@ def _short(exc: BaseException) -> str:
     return text[:80]
 
 
+def case_fields(case, dist: str, device: str) -> dict:
+    """The columns that name a case (shared by measured and failed rows)."""
+    return {
+        "scenario": case.scenario,
+        "dist": dist,
+        "dtype": case.dtype_name,
+        "batch": case.batch,
+        "n": case.n,
+        "k": case.k,
+        "order": case.order,
+        "device": device,
+    }
+
+
 def run_case(
     case: Case,
     dist: str,
@@ -795,14 +809,7 @@ def run_case(
     dev = torch.device(config.device)
     nbytes = effective_bytes(case.batch, case.n, case.k, case.dtype)
     row: dict = {
-        "scenario": case.scenario,
-        "dist": dist,
-        "dtype": case.dtype_name,
-        "batch": case.batch,
-        "n": case.n,
-        "k": case.k,
-        "order": case.order,
-        "device": dev.type,
+        **case_fields(case, dist, dev.type),
         "graph": config.graph,
         "bytes": nbytes,
         "deepselect_status": "n/a" if ours is None else "",
@@ -1199,17 +1206,7 @@ def main(args: argparse.Namespace) -> int:
                 except Exception as exc:  # one broken case must not lose the others
                     if device == "cuda":
                         torch.cuda.empty_cache()
-                    row = {
-                        "scenario": case.scenario,
-                        "dist": dist,
-                        "dtype": case.dtype_name,
-                        "batch": case.batch,
-                        "n": case.n,
-                        "k": case.k,
-                        "order": case.order,
-                        "device": device,
-                        "status": f"error: {_short(exc)}",
-                    }
+                    row = {**case_fields(case, dist, device), "status": f"error: {_short(exc)}"}
                 rows.append(row)
                 progress.advance(task)
 

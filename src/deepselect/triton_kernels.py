@@ -88,6 +88,16 @@ def _ptx_key(dst: str, raw: str, bits: int, inf: int, largest: bool) -> list[str
     return lines
 
 
+def _ptx_element_key(word: str, shift: int, bits: int, inf: int, largest: bool) -> list[str]:
+    """PTX lines leaving the element at bit ``shift`` of ``word`` in %raw and its
+    selection key in %key."""
+    if bits == 16:
+        first = f"bfe.u32 %raw, {word}, {shift}, 16;"
+    else:
+        first = f"mov.b32 %raw, {word};"
+    return [first] + _ptx_key("%key", "%raw", bits, inf, largest)
+
+
 def _inf_bits(bits: int, fp16: bool) -> int:
     if bits == 32:
         return 0x7F800000
@@ -121,11 +131,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
         for j in range(per_word):
             shift = j * bits
             elem = c * THREADS * per_word + j
-            if bits == 16:
-                out.append(f"bfe.u32 %raw, {w[c]}, {shift}, 16;")
-            else:
-                out.append(f"mov.b32 %raw, {w[c]};")
-            out += _ptx_key("%key", "%raw", bits, inf, largest)
+            out += _ptx_element_key(w[c], shift, bits, inf, largest)
             out += [
                 f"add.s32 %idx, $13, {elem};",
                 "setp.gt.u32 %ph, %key, $11;",
@@ -180,11 +186,7 @@ def append_asm(bits: int, largest: bool, fp16: bool) -> str:
                 "setp.eq.u32 %p, %sel, 0;",
                 f"@%p bra {label};",
             ]
-            if bits == 16:
-                out.append(f"bfe.u32 %raw, {w[c]}, {shift}, 16;")
-            else:
-                out.append(f"mov.b32 %raw, {w[c]};")
-            out += _ptx_key("%key", "%raw", bits, inf, largest)
+            out += _ptx_element_key(w[c], shift, bits, inf, largest)
             out += [
                 f"add.s32 %idx, $10, {elem};",
                 "st.global.u32 [%pk], %key;",
