@@ -19,8 +19,9 @@ import sys
 
 import torch
 
-import deepselect
 from deepselect.distributions import make
+from deepselect.options import TopkOptions
+from deepselect.triton_backend import launch_config, register_variant, run_triton
 
 L2_BYTES = 60 * 2**20
 
@@ -86,56 +87,74 @@ def main() -> None:
     p.add_argument("--csv", default=None)
     p.add_argument("--dist", default="normal")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument(
+        "--variant",
+        default="default",
+        choices=["default", "registers", "both"],
+        help="compaction key search: the default passes, register-held keys, or both",
+    )
     a = p.parse_args()
     rows_out = []
     hdr = (
-        f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} | "
+        f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} {'variant':9s} | "
         f"{'ours ms':>8s} {'topk ms':>8s} {'read ms':>8s} | {'speedup':>7s} {'TB/s':>6s} "
         f"{'%read':>6s} check"
     )
     print(hdr, flush=True)
+    variants = ["default", "registers"] if a.variant == "both" else [a.variant]
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
         inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
         out_bytes = rows * k * (esz + 4)
-        v, i = deepselect.topk_rows(inputs[0], k, order=order)
-        torch.cuda.synchronize()
-        status = check(inputs[0], k, order, v, i)
-        ours = time_ms(
-            lambda x, k=k, order=order: deepselect.topk_rows(x, k, order=order), inputs, a.repeats
-        )
         theirs = time_ms(
             lambda x, k=k, order=order: torch.topk(x, k, dim=1, sorted=order != "none"),
             inputs,
             min(a.repeats, 10),
         )
         read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
-        tb = (nbytes + out_bytes) / (ours * 1e-3) / 1e12
-        rb = nbytes / (read * 1e-3) / 1e12
-        line = (
-            f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} | "
-            f"{ours:8.3f} {theirs:8.3f} {read:8.3f} | "
-            f"{theirs / ours:7.2f} {tb:6.2f} {100 * tb / rb:5.0f}% {status}"
-        )
-        print(line, flush=True)
-        rows_out.append(
-            dict(
-                dtype=dts,
-                dist=a.dist,
-                batch=rows,
-                N=n,
-                k=k,
-                order=order,
-                ours_ms=ours,
-                topk_ms=theirs,
-                read_ms=read,
-                speedup=theirs / ours,
-                tbps=tb,
-                check=status,
+        for variant in variants:
+            cfg = launch_config(dtype, k)
+            if variant == "registers":
+                cfg = register_variant(cfg)
+
+            def ours_fn(x, k=k, order=order, cfg=cfg):
+                opt = TopkOptions(order=order)
+                v = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
+                i = torch.empty((x.shape[0], k), dtype=torch.int32, device=x.device)
+                run_triton(x, k, opt, v, i, config=cfg)
+                return v, i
+
+            v, i = ours_fn(inputs[0])
+            torch.cuda.synchronize()
+            status = check(inputs[0], k, order, v, i)
+            ours = time_ms(ours_fn, inputs, a.repeats)
+            tb = (nbytes + out_bytes) / (ours * 1e-3) / 1e12
+            rb = nbytes / (read * 1e-3) / 1e12
+            line = (
+                f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} {variant:9s} | "
+                f"{ours:8.3f} {theirs:8.3f} {read:8.3f} | "
+                f"{theirs / ours:7.2f} {tb:6.2f} {100 * tb / rb:5.0f}% {status}"
             )
-        )
+            print(line, flush=True)
+            rows_out.append(
+                dict(
+                    dtype=dts,
+                    dist=a.dist,
+                    batch=rows,
+                    N=n,
+                    k=k,
+                    order=order,
+                    variant=variant,
+                    ours_ms=ours,
+                    topk_ms=theirs,
+                    read_ms=read,
+                    speedup=theirs / ours,
+                    tbps=tb,
+                    check=status,
+                )
+            )
         del inputs
         torch.cuda.empty_cache()
     if a.csv:

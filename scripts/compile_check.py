@@ -20,13 +20,17 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
 from deepselect.options import Order
-from deepselect.triton_backend import _ORDER_CODE, launch_config
+from deepselect.triton_backend import _ORDER_CODE, launch_config, register_variant
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-def compile_rows_kernel(dtype, k, order=Order.NONE, largest=True, asm=True, idx64=False):
+def compile_rows_kernel(
+    dtype, k, order=Order.NONE, largest=True, asm=True, idx64=False, reg_search=False
+):
     cfg = launch_config(dtype, k)
+    if reg_search:
+        cfg = register_variant(cfg)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     fp16 = dtype == torch.float16
@@ -70,12 +74,15 @@ def compile_rows_kernel(dtype, k, order=Order.NONE, largest=True, asm=True, idx6
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
+        REG_SEARCH=cfg.reg_search,
     )
     for name in consts:
         sig[name] = "constexpr"
     src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
     return triton.compile(
-        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps}
+        src,
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": cfg.num_warps, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})},
     )
 
 
@@ -106,12 +113,13 @@ def main() -> None:
     p.add_argument("--dtype", default="all")
     p.add_argument("--k", type=int, nargs="*", default=[512])
     p.add_argument("--ptx", default=None)
+    p.add_argument("--reg-search", action="store_true", help="the register-held key search")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
         for k in a.k:
             for order in Order:
-                c = compile_rows_kernel(DT[d], k, order)
+                c = compile_rows_kernel(DT[d], k, order, reg_search=a.reg_search)
                 ptx = c.asm["ptx"]
                 print(
                     f"{d:5s} k={k:5d} order={order.value:5s} shared={c.metadata.shared} "

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: a correctness smoke, the kernel benchmark table, the GPU
-# test suite. Logs go to $OUT (or ./out); the short table is printed last.
+# One call on a GPU machine: the kernel benchmark table (every result checked first;
+# both compaction variants by default, VARIANT=default|registers|both), robustness
+# distributions in full mode (ROBUST="..."), then the GPU test suite. Logs go to $OUT
+# (or ./out); the short table is printed last.
 #   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +11,7 @@ export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSIO
 mode=${1:-quick}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
-timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
 if [ "$mode" = full ]; then
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
     timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"

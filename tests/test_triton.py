@@ -19,18 +19,20 @@ DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
-def small_config(k: int) -> LaunchConfig:
+def small_config(k: int, reg_search: bool = False) -> LaunchConfig:
     B = 128
     cap = max(512, _next_pow2(k + B + max(B // 2, k)))
-    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), CH=128, NP=4)
+    kp = max(16, _next_pow2(k))
+    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=kp, CH=128, NP=4, reg_search=reg_search)
 
 
-def run_small(x, k, grid=None, seed=0, **kw):
+def run_small(x, k, grid=None, seed=0, reg_search=False, **kw):
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
     oi = torch.empty((rows, k), dtype=opt.index_dtype, device=x.device)
-    run_triton(x, k, opt, ov, oi, config=small_config(k), grid=grid, seed=seed)
+    cfg = small_config(k, reg_search)
+    run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
 
@@ -45,6 +47,16 @@ def test_distributions(kind, dtype):
     x = make(kind, 2, 1500, dtype, DEV, seed=11)
     check_small(x, 40)
     check_small(x, 40, largest=False, order=Order.VALUE)
+
+
+@pytest.mark.parametrize(
+    "kind", ["normal", "distinct2", "ascending", "nan_hotspots", "bits_negative"]
+)
+def test_register_key_search(kind):
+    """The compaction variant that bisects over register-held keys."""
+    x = make(kind, 2, 1500, torch.float32, DEV, seed=13)
+    check_small(x, 40, reg_search=True)
+    check_small(x, 40, reg_search=True, largest=False, order=Order.VALUE)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

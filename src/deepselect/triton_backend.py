@@ -6,6 +6,7 @@ the data — so a call can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +38,11 @@ class LaunchConfig:
        CH * NP / 256 counters per thread stay live, so CH * NP is kept at 4096
        (1024 x 16 pushed the kernel to 255 registers with spills).
     programs_per_sm: persistent programs per SM.
+    reg_search, maxnreg: the compaction's key search over register-held keys, with a
+       register cap that keeps two programs per SM (ptxas: 128 registers, no spills
+       up to CAP = 8192). Off by default until it is timed: at c7125e5 compactions
+       cost ~100 us each, walking the buffer once per search pass
+       (benchmarks/RESULTS.md); `register_variant()` gives the candidate config.
     """
 
     B: int
@@ -47,6 +53,8 @@ class LaunchConfig:
     NP: int = 8
     num_warps: int = 8
     programs_per_sm: int = 2
+    reg_search: bool = False
+    maxnreg: int | None = None
 
 
 def _next_pow2(v: int) -> int:
@@ -59,6 +67,13 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     B = K.THREADS * K.WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
     return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)))
+
+
+def register_variant(cfg: LaunchConfig) -> LaunchConfig:
+    """``cfg`` with the register-held key search (for A/B timing)."""
+    if cfg.CAP > 8192:  # 16384 keys would not fit beside the rest in 128 registers
+        return cfg
+    return dataclasses.replace(cfg, reg_search=True, maxnreg=128)
 
 
 def _interpreting() -> bool:
@@ -179,5 +194,7 @@ def run_triton(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
+        REG_SEARCH=cfg.reg_search,
         num_warps=cfg.num_warps,
+        **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )

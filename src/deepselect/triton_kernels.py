@@ -389,27 +389,45 @@ def _compact(
     kk,
     slack,
     lo_key,
+    CAP: tl.constexpr,
     CH: tl.constexpr,
     NP: tl.constexpr,
-    KEY_MASK: tl.constexpr,
+    REG_SEARCH: tl.constexpr,
 ):
     """Shrink the ``count`` candidates at the front of the buffer to the best ones and
     return the new threshold (key, index) and the new count.
 
-    The pivot key P is the kk-th largest key. Candidates with key > P survive; of
+    The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
+    the buffer in chunks (few registers, but each chunk is a dependent round trip),
+    or, REG_SEARCH, a bisection over the keys held in registers (a step is one
+    compare-and-sum; CAP / 256 more registers per thread). Candidates with key > P survive; of
     those tied at P, all survive while that leaves at most ``kk + slack`` (then the
     threshold is (P, largest tied index), valid since every dropped or later-filtered
     element has kk better survivors); otherwise exactly the lowest-index ones needed
     (a second search, over the tied indices). ``slack = 0`` gives exactly kk."""
     offs = tl.arange(0, CH)
     nch = (count + CH - 1) // CH
-    vmax = tl.zeros([CH], tl.uint32)
-    for j in range(0, nch):
-        m = j * CH + offs < count
-        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        vmax = tl.maximum(vmax, ck)
-    hi = tl.max(vmax, axis=0)
-    pk = _kth_largest(scr_k, scr_i, count, kk, lo_key, hi, lo_key, False, CH, NP)
+    if REG_SEARCH:
+        offs_all = tl.arange(0, CAP)
+        # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
+        keys = tl.load(scr_k + offs_all, mask=offs_all < count, other=0)
+        keys = keys.to(tl.uint32, bitcast=True)
+        pk = lo_key
+        hi = tl.max(keys, axis=0)
+        while pk < hi:  # invariant: at least kk candidates have key >= pk
+            mid = pk + (hi - pk) // 2 + 1
+            if tl.sum((keys >= mid).to(tl.int32), axis=0) >= kk:
+                pk = mid
+            else:
+                hi = mid - 1
+    else:
+        vmax = tl.zeros([CH], tl.uint32)
+        for j in range(0, nch):
+            m = j * CH + offs < count
+            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+            vmax = tl.maximum(vmax, ck)
+        hi = tl.max(vmax, axis=0)
+        pk = _kth_largest(scr_k, scr_i, count, kk, lo_key, hi, lo_key, False, CH, NP)
     # census at the pivot key
     n_gt = tl.zeros([CH], tl.int32)
     n_eq = tl.zeros([CH], tl.int32)
@@ -506,6 +524,7 @@ def deepselect_rows_kernel(
     KP: tl.constexpr,
     CH: tl.constexpr,
     NP: tl.constexpr,
+    REG_SEARCH: tl.constexpr,
 ):
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
@@ -609,10 +628,12 @@ def deepselect_rows_kernel(
             if count >= k + B2:
                 # the appends are stores of other warps: order them before any read
                 tl.debug_barrier()
-                tk, ti, count = _compact(scr_k, scr_i, count, k, B2 // 2, tk, CH, NP, KEY_MASK)
+                tk, ti, count = _compact(
+                    scr_k, scr_i, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH
+                )
         tl.debug_barrier()
         if count > k:
-            tk, ti, count = _compact(scr_k, scr_i, count, k, 0, tk, CH, NP, KEY_MASK)
+            tk, ti, count = _compact(scr_k, scr_i, count, k, 0, tk, CAP, CH, NP, REG_SEARCH)
         # ---- output: the survivors sit at scr[0:count], count <= k
         o = tl.arange(0, KP)
         real = o < count
