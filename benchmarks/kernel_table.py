@@ -96,7 +96,8 @@ def main() -> None:
     a = p.parse_args()
     rows_out = []
     hdr = (
-        f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} {'variant':9s} | "
+        f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} "
+        f"{'variant':9s} | "
         f"{'ours ms':>8s} {'topk ms':>8s} {'read ms':>8s} | {'speedup':>7s} {'TB/s':>6s} "
         f"{'%read':>6s} check"
     )
