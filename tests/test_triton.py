@@ -103,6 +103,15 @@ def test_strided_rows():
     check_small(base[::2], 25, order=Order.VALUE)
 
 
+def test_non_contiguous_output_buffers():
+    x = make("normal", 4, 600, torch.float32, DEV, seed=3)
+    ov = torch.empty((20, 4), device=DEV).t()  # column stride 4
+    oi = torch.empty((20, 4), dtype=torch.int64, device=DEV).t()
+    opt = TopkOptions(order=Order.VALUE, index_dtype=torch.int64)
+    run_triton(x, 20, opt, ov, oi, config=small_config(20))
+    assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.VALUE)
+
+
 def test_grid_and_seed_do_not_change_the_answer():
     x = make("distinct2", 5, 700, torch.float16, DEV, seed=9)
     (v1, i1), _ = run_small(x, 30, grid=1, seed=0, order=Order.VALUE)

@@ -125,6 +125,27 @@ def run_triton(
         return
     if x.stride(1) != 1:
         x = x.contiguous()
+    # the kernel writes rows with unit column stride: stage other layouts
+    staged = [
+        (buf, torch.empty_like(buf, memory_format=torch.contiguous_format))
+        for buf in (out_values, out_indices)
+        if buf is not None and buf.stride(1) != 1 and k > 1
+    ]
+    if staged:
+        swap = {id(b): t for b, t in staged}
+        run_triton(
+            x,
+            k,
+            opt,
+            swap.get(id(out_values), out_values),
+            swap.get(id(out_indices), out_indices),
+            seed=seed,
+            grid=grid,
+            config=config,
+        )
+        for buf, tmp in staged:
+            buf.copy_(tmp)
+        return
     cfg = config or launch_config(x.dtype, k)
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
     raw = x.view(_RAW[x.dtype])
