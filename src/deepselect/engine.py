@@ -328,8 +328,8 @@ def top_k_renorm_probs(probs: torch.Tensor, k: int | torch.Tensor, *, k_max: int
         ``[rows, V]`` of the probs' dtype (sums accumulated in fp32 or wider). A row
         whose kept entries sum to 0 becomes NaN, like any 0/0.
 
-    >>> top_k_renorm_probs(torch.tensor([[0.1, 0.4, 0.2, 0.3]]), 2).tolist()
-    [[0.0, 0.5714285969734192, 0.0, 0.4285714328289032]]
+    >>> top_k_renorm_probs(torch.tensor([[0.0, 0.375, 0.125, 0.125]]), 2).tolist()
+    [[0.0, 0.75, 0.25, 0.0]]
     """
     _check_2d_float("probs", probs)
     keep = _keep_mask(probs, k, k_max)
