@@ -155,7 +155,9 @@ def indexer_topk(
                 f"page_table must be 2-D [batch, max_pages]; got shape {list(page_table.shape)}"
             )
         if page_table.device != dev:
-            raise ValueError(f"page_table must be on the scores' device {dev}; got {page_table.device}")
+            raise ValueError(
+                f"page_table must be on the scores' device {dev}; got {page_table.device}"
+            )
         if page_size is None:
             raise ValueError("page_size is required with page_table")
         if isinstance(page_size, bool) or not isinstance(page_size, int):
@@ -261,14 +263,16 @@ def _keep_mask(x: torch.Tensor, k, k_max: int | None) -> torch.Tensor:
             k_max = v
         elif isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
             raise ValueError(f"k_max must be an int >= 1; got {k_max!r}")
-        if _on_cpu(k) and rows and bool((k > k_max).any()):
-            raise ValueError(f"k must be <= k_max = {k_max} in every row")
+        if _on_cpu(k) and rows and bool(((k > k_max) & (k < v)).any()):
+            raise ValueError(f"k must be <= k_max = {k_max} (or >= V = {v}) in every row")
         k_max = min(k_max, v)
         keep_all = ((k <= 0) | (k >= v))[:, None]
         if v == 0 or rows == 0:
             return torch.ones_like(x, dtype=torch.bool)
         # Sorted by value, so rank j of a row is its (j+1)-th best: keep ranks < k[row].
-        _, idx = topk_rows(x, k_max, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
+        _, idx = topk_rows(
+            x, k_max, order=Order.VALUE, return_values=False, index_dtype=torch.int64
+        )
         ranks = torch.arange(k_max, device=x.device)[None, :]
         take = ranks < k.to(torch.int64)[:, None]
         keep = torch.zeros_like(x, dtype=torch.bool)
@@ -300,7 +304,8 @@ def top_k_mask_logits(logits: torch.Tensor, k: int | torch.Tensor, *, k_max: int
             or ``k >= V`` keeps the whole row.
         k_max: with a tensor ``k``, an upper bound on every ``k[row]`` the caller
             guarantees (default ``V``); a smaller bound makes the selection cheaper.
-            Rows with ``k > k_max`` keep only ``k_max`` (checked on CPU).
+            Rows with ``k_max < k < V`` are an error (checked on CPU; on a device
+            they keep only ``k_max``).
 
     Returns:
         ``[rows, V]`` of the logits' dtype; kept entries are bitwise the input. Ties at
@@ -419,7 +424,9 @@ def top_k_sampling_from_logits(
             raise ValueError(f"temperature must be > 0; got {temperature}")
         temp = float(temperature)
     else:
-        raise TypeError(f"temperature must be a float or a tensor; got {type(temperature).__name__}")
+        raise TypeError(
+            f"temperature must be a float or a tensor; got {type(temperature).__name__}"
+        )
     masked = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
     if seeds is not None:
         u = counter_uniform(seeds, v)

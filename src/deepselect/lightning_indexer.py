@@ -38,7 +38,9 @@ def lightning_indexer_scores(q: torch.Tensor, keys: torch.Tensor, weights: torch
     if keys.dim() != 2 or keys.shape[1] != d:
         raise ValueError(f"keys must be [N, d = {d}]; got shape {list(keys.shape)}")
     if tuple(weights.shape) != (rows, heads):
-        raise ValueError(f"weights must be [rows, heads] = [{rows}, {heads}]; got {list(weights.shape)}")
+        raise ValueError(
+            f"weights must be [rows, heads] = [{rows}, {heads}]; got {list(weights.shape)}"
+        )
     logits = torch.einsum("rhd,nd->rhn", q.float(), keys.float()).relu_()
     return torch.einsum("rhn,rh->rn", logits, weights.float())
 
