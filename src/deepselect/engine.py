@@ -1,0 +1,436 @@
+"""Engine-facing operations built on :func:`deepselect.topk_rows`.
+
+Two users of the library, in the words of their engines:
+
+* **Sparse-attention indexers** — :func:`indexer_topk` turns a ``[rows, max_len]``
+  score matrix with per-row valid lengths into int32 token positions, optionally
+  shifted into a ragged (flattened) key buffer or mapped through a paged KV cache.
+* **Samplers** — :func:`top_k_mask_logits`, :func:`top_k_renorm_probs` and
+  :func:`top_k_sampling_from_logits`, with ``k`` an int or a per-row tensor.
+
+Every argument that varies per row is a tensor read on its device: nothing here calls
+``.item()``, ``.tolist()`` or reduces device data to a host value, so the operations are
+safe inside CUDA graphs. Validation uses shapes, dtypes and devices only (and, for CPU
+tensors, their values, which costs no device sync). Ties follow the library's single
+order: larger value first, NaN largest, ties to the lowest index.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .api import topk_rows
+from .options import Order
+
+_INT_DTYPES = (torch.int32, torch.int64)
+_MASK32 = 0xFFFFFFFF
+# Odd multipliers below 2**31, so a 32-bit value times one stays below 2**63 and the
+# int64 products never overflow (torch has no uint64 arithmetic on every device).
+_MIX_A = 0x7FEB352D
+_MIX_B = 0x5BD1E995
+_GOLDEN = 0x9E3779B9
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_vector(name: str, t, rows: int, device: torch.device, dtypes=_INT_DTYPES) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        names = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise TypeError(f"{name} must have dtype {names}; got {t.dtype}")
+    if t.dim() != 1 or t.shape[0] != rows:
+        raise ValueError(f"{name} must have shape [rows] = [{rows}]; got {list(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"{name} must be on the input's device {device}; got {t.device}")
+
+
+def _check_k_int(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int; got {type(k).__name__}")
+    return k
+
+
+def _check_2d_float(name: str, x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [rows, V]; got shape {list(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating tensor; got {x.dtype}")
+
+
+def _on_cpu(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu"
+
+
+# --------------------------------------------------------------------------- indexer
+
+
+def indexer_topk(
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    k: int,
+    *,
+    starts: torch.Tensor | None = None,
+    ragged_offsets: torch.Tensor | None = None,
+    page_table: torch.Tensor | None = None,
+    page_size: int | None = None,
+    row_to_batch: torch.Tensor | None = None,
+    order: str | Order = Order.NONE,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Top-k token positions of every indexer score row (sparse attention).
+
+    Row ``r`` has valid scores at columns ``[starts[r], starts[r] + lengths[r])``; the
+    result holds the columns of its k best scores (exact, ties to the lowest column),
+    then ``-1`` where fewer than k columns are valid.
+
+    **Position convention.** A selected position ``p`` is the *column of the score row*
+    (``starts[r] <= p < starts[r] + lengths[r]``). Without options it is returned as is.
+    With ``ragged_offsets`` the result is ``ragged_offsets[r] + p`` (a position in a
+    flattened key buffer). With ``page_table`` it is the physical slot
+    ``page_table[b, p // page_size] * page_size + p % page_size`` with
+    ``b = row_to_batch[r]`` (default ``b = r``). Fills stay ``-1`` in every mode.
+
+    Args:
+        scores: ``[rows, max_len]`` fp32 / bf16 (fp16 too), any strides.
+        lengths: ``[rows]`` int32/int64, valid scores per row (on the scores' device).
+        k: positions per row, ``>= 1``.
+        starts: ``[rows]`` int32/int64 first valid column per row (default 0).
+        ragged_offsets: ``[rows]`` int32/int64 added to each selected position.
+        page_table: ``[batch, max_pages]`` int32 page ids of each sequence.
+        page_size: tokens per page, a power of two (1 allowed); required with
+            ``page_table``.
+        row_to_batch: ``[rows]`` int32/int64 sequence of each row (several query rows
+            may share a sequence); only with ``page_table``.
+        order: ``"none"`` (default, fastest), ``"index"`` (ascending position ``p``;
+            in paged mode the order of ``p``, not of the physical slots) or ``"value"``.
+        out: caller-owned ``[rows, k]`` int32 buffer to write into.
+
+    Returns:
+        int32 ``[rows, k]`` (``out`` when given).
+
+    Raises:
+        ValueError: ``ragged_offsets`` together with ``page_table``; ``page_size``
+            without ``page_table`` or not a power of two; shapes/devices that do not
+            match; on CPU, windows past ``max_len`` or pages past the table.
+
+    >>> s = torch.tensor([[0.1, 0.9, 0.5, 0.7], [0.3, 0.2, 0.8, 0.0]])
+    >>> indexer_topk(s, torch.tensor([4, 2]), 2, order="index").tolist()
+    [[1, 3], [0, 1]]
+    """
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}")
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be 2-D [rows, max_len]; got shape {list(scores.shape)}")
+    k = _check_k_int(k)
+    if k < 1:
+        raise ValueError(f"k must be >= 1; got {k}")
+    rows, max_len = scores.shape
+    dev = scores.device
+    _check_vector("lengths", lengths, rows, dev)
+    if starts is not None:
+        _check_vector("starts", starts, rows, dev)
+    if ragged_offsets is not None:
+        _check_vector("ragged_offsets", ragged_offsets, rows, dev)
+        if page_table is not None:
+            raise ValueError(
+                "ragged_offsets and page_table are exclusive: a position is either shifted "
+                "into a ragged buffer or mapped through pages, not both"
+            )
+    if page_table is None:
+        if page_size is not None:
+            raise ValueError("page_size is only valid together with page_table")
+        if row_to_batch is not None:
+            raise ValueError("row_to_batch is only valid together with page_table")
+    else:
+        if not isinstance(page_table, torch.Tensor):
+            raise TypeError(f"page_table must be a torch.Tensor; got {type(page_table).__name__}")
+        if page_table.dtype != torch.int32:
+            raise TypeError(f"page_table must have dtype int32; got {page_table.dtype}")
+        if page_table.dim() != 2:
+            raise ValueError(
+                f"page_table must be 2-D [batch, max_pages]; got shape {list(page_table.shape)}"
+            )
+        if page_table.device != dev:
+            raise ValueError(
+                f"page_table must be on the scores' device {dev}; got {page_table.device}"
+            )
+        if page_size is None:
+            raise ValueError("page_size is required with page_table")
+        if isinstance(page_size, bool) or not isinstance(page_size, int):
+            raise TypeError(f"page_size must be an int; got {type(page_size).__name__}")
+        if page_size < 1 or page_size & (page_size - 1):
+            raise ValueError(f"page_size must be a power of two (1, 2, 4, ...); got {page_size}")
+        if row_to_batch is not None:
+            _check_vector("row_to_batch", row_to_batch, rows, dev)
+        elif page_table.shape[0] != rows:
+            raise ValueError(
+                f"without row_to_batch, page_table must have one row per score row "
+                f"({rows}); got {page_table.shape[0]}"
+            )
+    order = Order.parse(order)
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor or None; got {type(out).__name__}")
+        if tuple(out.shape) != (rows, k) or out.dtype != torch.int32 or out.device != dev:
+            raise ValueError(
+                f"out must be int32 [{rows}, {k}] on {dev}; got {out.dtype} "
+                f"{list(out.shape)} on {out.device}"
+            )
+
+    begin = starts if starts is not None else torch.zeros(rows, dtype=lengths.dtype, device=dev)
+    end = begin.to(torch.int64) + lengths.to(torch.int64)
+    if _on_cpu(scores) and rows:  # values of CPU tensors are free to check
+        bad = (lengths < 0) | (begin < 0) | (end > max_len)
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0, 0])
+            raise ValueError(
+                f"each row needs 0 <= starts, 0 <= lengths and starts + lengths <= max_len "
+                f"= {max_len}; row {r} has starts={int(begin[r])}, lengths={int(lengths[r])}"
+            )
+
+    if page_table is None:
+        _, idx = topk_rows(
+            scores,
+            k,
+            order=order,
+            begin=begin,
+            end=end,
+            index_offset=ragged_offsets,
+            fill_index=-1,
+            index_dtype=torch.int32,
+            return_values=False,
+            out_indices=out,
+        )
+        return idx
+
+    _, pos = topk_rows(
+        scores,
+        k,
+        order=order,
+        begin=begin,
+        end=end,
+        fill_index=-1,
+        index_dtype=torch.int64,
+        return_values=False,
+    )
+    batch = (
+        row_to_batch.to(torch.int64)
+        if row_to_batch is not None
+        else torch.arange(rows, dtype=torch.int64, device=dev)
+    )
+    n_batch, max_pages = page_table.shape
+    if _on_cpu(scores) and rows:
+        if row_to_batch is not None and bool(((batch < 0) | (batch >= n_batch)).any()):
+            raise ValueError(f"row_to_batch values must lie in [0, batch = {n_batch})")
+        if bool((end > max_pages * page_size).any()):
+            raise ValueError(
+                f"page_table covers {max_pages} pages of {page_size} = "
+                f"{max_pages * page_size} positions; some row reaches past that"
+            )
+    valid = pos >= 0
+    p = pos.clamp(min=0)
+    shift = page_size.bit_length() - 1
+    # Clamped gathers: on a device, out-of-table input must not turn into a fault.
+    page_col = (p >> shift).clamp(max=max(max_pages - 1, 0))
+    flat = batch.clamp(0, max(n_batch - 1, 0))[:, None] * max_pages + page_col
+    if page_table.numel() == 0:
+        phys = torch.zeros_like(p)
+    else:
+        phys = page_table.reshape(-1).to(torch.int64)[flat.reshape(-1)].view_as(p)
+    slot = phys * page_size + (p & (page_size - 1))
+    result = torch.where(valid, slot, torch.full_like(slot, -1)).to(torch.int32)
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def _keep_mask(x: torch.Tensor, k, k_max: int | None) -> torch.Tensor:
+    """Boolean ``[rows, V]``: True on each row's top-k under the library's order.
+
+    ``k <= 0`` or ``k >= V`` keeps the whole row (FlashInfer's convention for 0)."""
+    rows, v = x.shape
+    if isinstance(k, torch.Tensor):
+        _check_vector("k", k, rows, x.device)
+        if k_max is None:
+            k_max = v
+        elif isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
+            raise ValueError(f"k_max must be an int >= 1; got {k_max!r}")
+        if _on_cpu(k) and rows and bool(((k > k_max) & (k < v)).any()):
+            raise ValueError(f"k must be <= k_max = {k_max} (or >= V = {v}) in every row")
+        k_max = min(k_max, v)
+        keep_all = ((k <= 0) | (k >= v))[:, None]
+        if v == 0 or rows == 0:
+            return torch.ones_like(x, dtype=torch.bool)
+        # Sorted by value, so rank j of a row is its (j+1)-th best: keep ranks < k[row].
+        _, idx = topk_rows(
+            x, k_max, order=Order.VALUE, return_values=False, index_dtype=torch.int64
+        )
+        ranks = torch.arange(k_max, device=x.device)[None, :]
+        take = ranks < k.to(torch.int64)[:, None]
+        keep = torch.zeros_like(x, dtype=torch.bool)
+        keep.scatter_(1, idx, take)
+        return keep | keep_all
+    if k_max is not None:
+        raise ValueError("k_max is only meaningful when k is a per-row tensor")
+    k = _check_k_int(k)
+    if k < 0:
+        raise ValueError(f"k must be >= 0; got {k}")
+    if k == 0 or k >= v or rows == 0:
+        return torch.ones_like(x, dtype=torch.bool)
+    _, idx = topk_rows(x, k, return_values=False, index_dtype=torch.int64)
+    keep = torch.zeros_like(x, dtype=torch.bool)
+    keep.scatter_(1, idx, True)
+    return keep
+
+
+def _int_view(x: torch.Tensor) -> torch.Tensor:
+    return x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+
+
+def top_k_mask_logits(logits: torch.Tensor, k: int | torch.Tensor, *, k_max: int | None = None):
+    """Keep each row's top-k logits, set the rest to ``-inf``.
+
+    Args:
+        logits: ``[rows, V]`` fp32 / bf16 / fp16 (fp64 on CPU).
+        k: an int, or an int32/int64 tensor ``[rows]`` on the logits' device. ``k <= 0``
+            or ``k >= V`` keeps the whole row.
+        k_max: with a tensor ``k``, an upper bound on every ``k[row]`` the caller
+            guarantees (default ``V``); a smaller bound makes the selection cheaper.
+            Rows with ``k_max < k < V`` are an error (checked on CPU; on a device
+            they keep only ``k_max``).
+
+    Returns:
+        ``[rows, V]`` of the logits' dtype; kept entries are bitwise the input. Ties at
+        the k-th value go to the lowest index, so exactly k entries survive.
+
+    >>> top_k_mask_logits(torch.tensor([[1.0, 3.0, 3.0, 2.0]]), 2).tolist()
+    [[-inf, 3.0, 3.0, -inf]]
+    """
+    _check_2d_float("logits", logits)
+    keep = _keep_mask(logits, k, k_max)
+    # Select on bit patterns: a float where() may rewrite NaN payloads on the CPU.
+    ninf = torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device)
+    bits = torch.where(keep, _int_view(logits.contiguous()), _int_view(ninf.reshape(1)))
+    return bits.view(logits.dtype)
+
+
+def top_k_renorm_probs(probs: torch.Tensor, k: int | torch.Tensor, *, k_max: int | None = None):
+    """Zero each row outside its top-k and renormalise the row to sum to 1.
+
+    Args:
+        probs: ``[rows, V]`` non-negative floats (need not sum to 1).
+        k, k_max: as in :func:`top_k_mask_logits`.
+
+    Returns:
+        ``[rows, V]`` of the probs' dtype (sums accumulated in fp32 or wider). A row
+        whose kept entries sum to 0 becomes NaN, like any 0/0.
+
+    >>> top_k_renorm_probs(torch.tensor([[0.0, 0.375, 0.125, 0.125]]), 2).tolist()
+    [[0.0, 0.75, 0.25, 0.0]]
+    """
+    _check_2d_float("probs", probs)
+    keep = _keep_mask(probs, k, k_max)
+    acc = torch.promote_types(probs.dtype, torch.float32)
+    kept = torch.where(keep, probs.to(acc), torch.zeros((), dtype=acc, device=probs.device))
+    return (kept / kept.sum(dim=1, keepdim=True)).to(probs.dtype)
+
+
+def _mix32(h: torch.Tensor) -> torch.Tensor:
+    """An avalanche mix of 32-bit values held in int64 (all ops stay below 2**63)."""
+    h = ((h ^ (h >> 16)) * _MIX_A) & _MASK32
+    h = ((h ^ (h >> 15)) * _MIX_B) & _MASK32
+    h = ((h ^ (h >> 16)) * _MIX_A) & _MASK32
+    return h ^ (h >> 15)
+
+
+def counter_uniform(seeds: torch.Tensor, n: int) -> torch.Tensor:
+    """Counter-based uniforms in (0, 1): ``[rows, n]`` fp32, a pure function of
+    ``(seeds[row], column)``, so the same seed gives the same numbers on any device.
+
+    >>> u = counter_uniform(torch.tensor([7]), 4)
+    >>> bool(((u > 0) & (u < 1)).all()), torch.equal(u, counter_uniform(torch.tensor([7]), 4))
+    (True, True)
+    """
+    s = seeds.to(torch.int64)
+    lo, hi = s & _MASK32, (s >> 32) & _MASK32
+    key = _mix32(lo ^ _mix32(hi ^ _GOLDEN))[:, None]
+    col = torch.arange(n, dtype=torch.int64, device=seeds.device)[None, :]
+    h = _mix32(key ^ _mix32((col * _GOLDEN + 1) & _MASK32))
+    h = _mix32(h ^ key)
+    # 24 bits fit a float32 exactly; +0.5 keeps u strictly inside (0, 1).
+    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def top_k_sampling_from_logits(
+    logits: torch.Tensor,
+    k: int | torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    generator: torch.Generator | None = None,
+    seeds: torch.Tensor | None = None,
+    k_max: int | None = None,
+) -> torch.Tensor:
+    """Sample one token per row from the softmax of its top-k logits / temperature.
+
+    Args:
+        logits: ``[rows, V]`` floats (finite in the kept set; NaN logits count as the
+            largest and would make the row's probabilities NaN).
+        k, k_max: as in :func:`top_k_mask_logits` (``k <= 0`` or ``>= V``: whole row).
+        temperature: a float ``> 0`` or a float tensor ``[rows]`` (values ``> 0``).
+        generator: a ``torch.Generator`` for ``torch.multinomial`` (reproducible for a
+            fixed state).
+        seeds: ``[rows]`` int64 per-row seeds instead: Gumbel-max with
+            :func:`counter_uniform`, so each row's draw depends only on its seed, its
+            logits and its k — not on the batch around it. Exclusive with ``generator``.
+
+    Returns:
+        int64 ``[rows]`` token ids, always inside the row's top-k set.
+
+    >>> g = torch.Generator().manual_seed(0)
+    >>> int(top_k_sampling_from_logits(torch.tensor([[0.0, 5.0, 1.0]]), 1, generator=g)[0])
+    1
+    """
+    _check_2d_float("logits", logits)
+    rows, v = logits.shape
+    if v == 0:
+        raise ValueError("logits must have at least one column to sample from")
+    if generator is not None and seeds is not None:
+        raise ValueError("generator and seeds are exclusive: give one or neither")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
+    if seeds is not None:
+        _check_vector("seeds", seeds, rows, logits.device, dtypes=(torch.int64,))
+    if isinstance(temperature, torch.Tensor):
+        _check_vector(
+            "temperature",
+            temperature,
+            rows,
+            logits.device,
+            dtypes=(torch.float16, torch.bfloat16, torch.float32, torch.float64),
+        )
+        if _on_cpu(temperature) and rows and not bool((temperature > 0).all()):
+            raise ValueError("temperature must be > 0 in every row")
+        temp = temperature.to(torch.float32)[:, None]
+    elif isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {temperature}")
+        temp = float(temperature)
+    else:
+        raise TypeError(
+            f"temperature must be a float or a tensor; got {type(temperature).__name__}"
+        )
+    masked = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
+    if seeds is not None:
+        u = counter_uniform(seeds, v)
+        gumbel = -torch.log(-torch.log(u))
+        return torch.argmax(masked + gumbel, dim=1)
+    probs = torch.softmax(masked, dim=1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)

@@ -1,0 +1,121 @@
+"""A reference lightning indexer in plain torch, and its top-k selection.
+
+DeepSeek Sparse Attention scores every context token for every query row with a few
+cheap ReLU heads, then attends only to the k best tokens. This module is the plain
+torch version of the scoring (the reference any fused kernel is compared with), a
+helper that chains it into :func:`deepselect.engine.indexer_topk`, and a benchmark
+function that reports how the time splits between scoring and selection.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .engine import indexer_topk
+
+
+def lightning_indexer_scores(q: torch.Tensor, keys: torch.Tensor, weights: torch.Tensor):
+    """Indexer scores ``s[r, n] = sum_h weights[r, h] * relu(q[r, h] . keys[n])``.
+
+    Args:
+        q: ``[rows, heads, d]`` query projections (any float dtype).
+        keys: ``[N, d]`` indexer keys.
+        weights: ``[rows, heads]`` per-row head weights.
+
+    Returns:
+        fp32 ``[rows, N]`` (accumulated in fp32 whatever the input dtype).
+
+    >>> q = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> k = torch.tensor([[2.0, -1.0], [-1.0, 3.0]])
+    >>> lightning_indexer_scores(q, k, torch.tensor([[1.0, 0.5]])).tolist()
+    [[2.0, 1.5]]
+    """
+    if q.dim() != 3:
+        raise ValueError(f"q must be 3-D [rows, heads, d]; got shape {list(q.shape)}")
+    rows, heads, d = q.shape
+    if keys.dim() != 2 or keys.shape[1] != d:
+        raise ValueError(f"keys must be [N, d = {d}]; got shape {list(keys.shape)}")
+    if tuple(weights.shape) != (rows, heads):
+        raise ValueError(
+            f"weights must be [rows, heads] = [{rows}, {heads}]; got {list(weights.shape)}"
+        )
+    logits = torch.einsum("rhd,nd->rhn", q.float(), keys.float()).relu_()
+    return torch.einsum("rhn,rh->rn", logits, weights.float())
+
+
+def lightning_indexer_topk(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    weights: torch.Tensor,
+    lengths: torch.Tensor,
+    k: int,
+    **kwargs,
+) -> torch.Tensor:
+    """Score with :func:`lightning_indexer_scores`, then select with
+    :func:`deepselect.engine.indexer_topk` (``kwargs`` are passed on: ``starts``,
+    ``ragged_offsets``, ``page_table``, ``page_size``, ``row_to_batch``, ``order``,
+    ``out``).
+
+    Returns:
+        int32 ``[rows, k]`` positions, ``-1`` where a row has fewer than k tokens.
+    """
+    return indexer_topk(lightning_indexer_scores(q, keys, weights), lengths, k, **kwargs)
+
+
+def benchmark_indexer_split(
+    rows: int = 4,
+    heads: int = 64,
+    d: int = 128,
+    n: int = 65536,
+    k: int = 2048,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    repeats: int = 10,
+    seed: int = 0,
+) -> dict:
+    """Time scoring and selection separately (median of ``repeats``, after a warm-up).
+
+    A program, not a test: it prints nothing and returns
+    ``{"device", "rows", "n", "k", "scores_ms", "topk_ms", "topk_share"}``. The device
+    defaults to CUDA when present. The plain-torch scoring materialises
+    ``[rows, heads, N]``, so it is the slow reference, not a fused kernel's speed.
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(rows, heads, d, generator=g).to(device, dtype)
+    keys = torch.randn(n, d, generator=g).to(device, dtype)
+    w = torch.rand(rows, heads, generator=g).to(device, torch.float32)
+    lengths = torch.full((rows,), n, dtype=torch.int32, device=device)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def timed(fn):
+        fn()
+        sync()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2] * 1e3
+
+    scores = lightning_indexer_scores(q, keys, w)
+    s_ms = timed(lambda: lightning_indexer_scores(q, keys, w))
+    t_ms = timed(lambda: indexer_topk(scores, lengths, k))
+    return {
+        "device": str(device),
+        "rows": rows,
+        "n": n,
+        "k": k,
+        "scores_ms": s_ms,
+        "topk_ms": t_ms,
+        "topk_share": t_ms / (s_ms + t_ms),
+    }

@@ -1,0 +1,398 @@
+"""Engine operations against plain references.
+
+The reference order is a Python sort of each row by (NaN first, value descending,
+index ascending): written independently of the library's key mapping.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import bits
+
+from deepselect.distributions import KINDS, make
+from deepselect.engine import (
+    counter_uniform,
+    indexer_topk,
+    top_k_mask_logits,
+    top_k_renorm_probs,
+    top_k_sampling_from_logits,
+)
+from deepselect.lightning_indexer import lightning_indexer_scores, lightning_indexer_topk
+
+# Chi-square critical value for 3 degrees of freedom at significance 0.001 (standard
+# tables: P(chi2_3 > 16.266) = 0.001). With fixed seeds the tests are deterministic;
+# the level says how unlikely a correct sampler is to land above it.
+CHI2_DF3_P001 = 16.266
+
+
+def ref_ranked(values: list[float], positions) -> list[int]:
+    """Positions sorted best first: NaN largest, then value descending, then position."""
+    return sorted(positions, key=lambda p: (0 if math.isnan(values[p]) else 1, -values[p], p))
+
+
+def ref_rows(x: torch.Tensor, lo, hi, k: int) -> list[list[int]]:
+    """Per-row best-first positions in [lo[r], hi[r]), at most k of them."""
+    xs = x.double().tolist()
+    return [ref_ranked(xs[r], range(lo[r], hi[r]))[:k] for r in range(x.shape[0])]
+
+
+def as_sets(t: torch.Tensor) -> list[list[int]]:
+    return [sorted(row) for row in t.tolist()]
+
+
+def padded(rows: list[list[int]], k: int) -> list[list[int]]:
+    return [r + [-1] * (k - len(r)) for r in rows]
+
+
+def strided(x: torch.Tensor) -> torch.Tensor:
+    """The same values with a row stride that is not the row length."""
+    wide = torch.zeros(x.shape[0], 2 * x.shape[1] + 3, dtype=x.dtype)
+    wide[:, 1 : 2 * x.shape[1] + 1 : 2] = x
+    return wide[:, 1 : 2 * x.shape[1] + 1 : 2]
+
+
+def windows(rows: int, max_len: int, k: int, seed: int):
+    """Random starts/lengths with short rows (< k, 0) and full rows mixed in."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, max_len + 1, (rows,), generator=g)
+    lengths[0] = max_len
+    lengths[1] = min(k - 1, max_len) if k > 1 else 0
+    lengths[2] = 0
+    starts = (torch.rand(rows, generator=g) * (max_len - lengths + 1)).floor().to(torch.int64)
+    starts[0] = 0
+    return starts, lengths
+
+
+# --------------------------------------------------------------------------- indexer
+
+ROWS, MAX_LEN = 6, 97
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_indexer_windows_all_kinds(kind, dtype):
+    x = strided(make(kind, ROWS, MAX_LEN, dtype, seed=3))
+    assert x.stride(0) != MAX_LEN
+    for k in (1, 17, 120):
+        starts, lengths = windows(ROWS, MAX_LEN, k, seed=k)
+        got = indexer_topk(x, lengths.to(torch.int32), k, starts=starts)
+        assert got.dtype == torch.int32 and got.shape == (ROWS, k)
+        want = ref_rows(x, starts.tolist(), (starts + lengths).tolist(), k)
+        assert as_sets(got) == as_sets(torch.tensor(padded(want, k))), (kind, k)
+
+
+@pytest.mark.parametrize("kind", ["distinct2", "nan_hotspots", "signed_zeros", "bits_negative"])
+def test_indexer_orders(kind):
+    x = make(kind, ROWS, MAX_LEN, torch.float32, seed=5)
+    k = 20
+    starts, lengths = windows(ROWS, MAX_LEN, k, seed=1)
+    want = ref_rows(x, starts.tolist(), (starts + lengths).tolist(), k)
+    by_value = indexer_topk(x, lengths, k, starts=starts, order="value")
+    assert by_value.tolist() == padded(want, k)
+    by_index = indexer_topk(x, lengths, k, starts=starts, order="index")
+    assert by_index.tolist() == padded([sorted(r) for r in want], k)
+
+
+def test_indexer_default_starts_and_short_rows():
+    x = make("distinct32", 4, 50, torch.float32, seed=2)
+    lengths = torch.tensor([50, 3, 0, 10])
+    got = indexer_topk(x, lengths, 8, order="index")
+    want = ref_rows(x, [0, 0, 0, 0], lengths.tolist(), 8)
+    assert got.tolist() == padded([sorted(r) for r in want], 8)
+    assert got[1, 3:].eq(-1).all() and got[2].eq(-1).all()
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "nan_hotspots"])
+def test_indexer_ragged(kind):
+    x = make(kind, ROWS, MAX_LEN, torch.bfloat16, seed=7)
+    k = 25
+    starts, lengths = windows(ROWS, MAX_LEN, k, seed=4)
+    offsets = torch.tensor([0, 1000, 5, 77, 123456, 9], dtype=torch.int32)
+    got = indexer_topk(x, lengths, k, starts=starts, ragged_offsets=offsets, order="index")
+    want = ref_rows(x, starts.tolist(), (starts + lengths).tolist(), k)
+    want = [[p + int(offsets[r]) for p in sorted(row)] for r, row in enumerate(want)]
+    assert got.tolist() == padded(want, k)
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 16])
+@pytest.mark.parametrize("kind", ["normal", "distinct32", "bits_positive"])
+def test_indexer_paged(page_size, kind):
+    batch, rows, max_len, k = 3, 8, 64, 12
+    max_pages = max_len // page_size
+    g = torch.Generator().manual_seed(page_size)
+    # Each sequence owns a random set of physical pages out of a shared pool.
+    pool = torch.randperm(batch * max_pages + 5, generator=g)[: batch * max_pages]
+    page_table = pool.reshape(batch, max_pages).to(torch.int32)
+    row_to_batch = torch.tensor([0, 0, 1, 2, 2, 2, 1, 0], dtype=torch.int32)
+    x = make(kind, rows, max_len, torch.float32, seed=page_size)
+    starts, lengths = windows(rows, max_len, k, seed=page_size + 10)
+    got = indexer_topk(
+        x,
+        lengths,
+        k,
+        starts=starts,
+        page_table=page_table,
+        page_size=page_size,
+        row_to_batch=row_to_batch,
+        order="index",
+    )
+    want = ref_rows(x, starts.tolist(), (starts + lengths).tolist(), k)
+    table = page_table.tolist()
+    mapped = [
+        [
+            table[int(row_to_batch[r])][p // page_size] * page_size + p % page_size
+            for p in sorted(row)
+        ]
+        for r, row in enumerate(want)
+    ]
+    assert got.tolist() == padded(mapped, k)
+
+
+def test_indexer_paged_one_table_row_per_row_and_out_buffer():
+    rows, max_len, k, ps = 3, 32, 5, 4
+    x = make("staircase", rows, max_len, torch.float32, seed=1)
+    lengths = torch.tensor([32, 2, 17])
+    page_table = torch.arange(rows * 8, dtype=torch.int32).flip(0).reshape(rows, 8)
+    out = torch.full((rows, k), 99, dtype=torch.int32)
+    got = indexer_topk(x, lengths, k, page_table=page_table, page_size=ps, out=out)
+    assert got is out
+    want = ref_rows(x, [0] * rows, lengths.tolist(), k)
+    table = page_table.tolist()
+    mapped = [[table[r][p // ps] * ps + p % ps for p in row] for r, row in enumerate(want)]
+    assert as_sets(out) == as_sets(torch.tensor(padded(mapped, k)))
+
+
+def test_indexer_out_buffer_plain():
+    x = make("normal", 2, 40, torch.float32, seed=0)
+    out = torch.empty(2, 6, dtype=torch.int32)
+    got = indexer_topk(x, torch.tensor([40, 40]), 6, out=out, order="value")
+    assert got is out and out.tolist() == ref_rows(x, [0, 0], [40, 40], 6)
+
+
+def test_indexer_validation():
+    x = torch.randn(2, 16)
+    lengths = torch.tensor([16, 4])
+    pt = torch.zeros(2, 4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="ragged_offsets and page_table"):
+        indexer_topk(x, lengths, 2, ragged_offsets=lengths, page_table=pt, page_size=4)
+    with pytest.raises(ValueError, match="power of two"):
+        indexer_topk(x, lengths, 2, page_table=pt, page_size=3)
+    with pytest.raises(ValueError, match="page_size is required"):
+        indexer_topk(x, lengths, 2, page_table=pt)
+    with pytest.raises(ValueError, match="page_size is only valid"):
+        indexer_topk(x, lengths, 2, page_size=4)
+    with pytest.raises(ValueError, match="row_to_batch is only valid"):
+        indexer_topk(x, lengths, 2, row_to_batch=lengths)
+    with pytest.raises(TypeError, match="page_table must have dtype int32"):
+        indexer_topk(x, lengths, 2, page_table=pt.long(), page_size=4)
+    with pytest.raises(ValueError, match="page_table covers"):
+        indexer_topk(x, lengths, 2, page_table=pt[:, :2], page_size=4)
+    with pytest.raises(ValueError, match="row_to_batch values"):
+        indexer_topk(x, lengths, 2, page_table=pt, page_size=4, row_to_batch=torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match="lengths must have shape"):
+        indexer_topk(x, torch.tensor([1, 2, 3]), 2)
+    with pytest.raises(TypeError, match="lengths must have dtype"):
+        indexer_topk(x, lengths.float(), 2)
+    with pytest.raises(ValueError, match="starts \\+ lengths <= max_len"):
+        indexer_topk(x, lengths, 2, starts=torch.tensor([1, 13]))
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        indexer_topk(x, lengths, 0)
+    with pytest.raises(ValueError, match="out must be int32"):
+        indexer_topk(x, lengths, 2, out=torch.empty(2, 2, dtype=torch.int64))
+
+
+# --------------------------------------------------------------------------- masks
+
+V = 53
+
+
+def ref_keep(x: torch.Tensor, ks: list[int]) -> torch.Tensor:
+    xs = x.double().tolist()
+    keep = torch.zeros(x.shape, dtype=torch.bool)
+    for r, k in enumerate(ks):
+        if k <= 0 or k >= x.shape[1]:
+            keep[r] = True
+        else:
+            keep[r, ref_ranked(xs[r], range(x.shape[1]))[:k]] = True
+    return keep
+
+
+def check_mask(x: torch.Tensor, got: torch.Tensor, keep: torch.Tensor) -> None:
+    assert got.dtype == x.dtype and got.shape == x.shape
+    assert torch.equal(bits(got)[keep], bits(x)[keep])  # kept: bitwise the input
+    assert bool((got[~keep] == float("-inf")).all())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mask_logits_int_k(kind, dtype):
+    x = make(kind, 5, V, dtype, seed=11)
+    for k in (0, 1, 7, V - 1, V, V + 5):
+        check_mask(x, top_k_mask_logits(x, k), ref_keep(x, [k] * 5))
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "nan_hotspots", "all_equal"])
+def test_mask_logits_tensor_k(kind):
+    x = strided(make(kind, 7, V, torch.float32, seed=12))
+    ks = [0, 1, 3, 10, V - 1, V, 200]
+    k = torch.tensor(ks)
+    check_mask(x, top_k_mask_logits(x, k), ref_keep(x, ks))
+    small = torch.tensor([0, 1, 3, 10, 10, 2, 5], dtype=torch.int32)
+    check_mask(x, top_k_mask_logits(x, small, k_max=10), ref_keep(x, small.tolist()))
+
+
+@pytest.mark.parametrize(
+    "kind", ["normal", "distinct2", "distinct32", "all_equal", "staircase", "signed_zeros", "huge"]
+)
+def test_renorm_probs(kind):
+    probs = make(kind, 6, V, torch.float32, seed=13).abs()  # abs adds ties of its own
+    probs[:, 0] += 1e-3  # no all-zero rows
+    ks = [1, 4, 9, 0, V, 30]
+    for k in (ks, 5):
+        kt = torch.tensor(k) if isinstance(k, list) else k
+        kl = k if isinstance(k, list) else [k] * 6
+        keep = ref_keep(probs, kl)
+        kept = torch.where(keep, probs, torch.zeros(()))
+        want = kept / kept.sum(dim=1, keepdim=True)
+        got = top_k_renorm_probs(probs, kt)
+        assert torch.equal(got == 0, want == 0)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+
+
+def test_mask_validation():
+    x = torch.randn(3, 10)
+    with pytest.raises(ValueError, match="k must be >= 0"):
+        top_k_mask_logits(x, -1)
+    with pytest.raises(TypeError, match="k must be an int"):
+        top_k_mask_logits(x, 2.0)
+    with pytest.raises(ValueError, match="k must have shape"):
+        top_k_mask_logits(x, torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="k_max is only meaningful"):
+        top_k_mask_logits(x, 3, k_max=4)
+    with pytest.raises(ValueError, match="k must be <= k_max"):
+        top_k_mask_logits(x, torch.tensor([1, 5, 2]), k_max=4)
+    with pytest.raises(ValueError, match="logits must be 2-D"):
+        top_k_mask_logits(x[0], 2)
+    with pytest.raises(TypeError, match="probs must be a floating"):
+        top_k_renorm_probs(torch.ones(2, 3, dtype=torch.int64), 2)
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def test_sampling_inside_top_k_and_reproducible():
+    x = make("distinct32", 16, V, torch.float32, seed=21)
+    ks = torch.tensor([1, 2, 3, 5, 8, 13, 0, V, 4, 4, 4, 4, 7, 7, 1, 30])
+    keep = ref_keep(x, ks.tolist())
+    temp = torch.linspace(0.3, 3.0, 16)
+    for draw in range(20):
+        seeds = torch.arange(16, dtype=torch.int64) * 1000 + draw
+        a = top_k_sampling_from_logits(x, ks, temperature=temp, seeds=seeds)
+        assert a.dtype == torch.int64 and a.shape == (16,)
+        assert bool(keep[torch.arange(16), a].all())
+        assert torch.equal(a, top_k_sampling_from_logits(x, ks, temperature=temp, seeds=seeds))
+        g1 = torch.Generator().manual_seed(draw)
+        g2 = torch.Generator().manual_seed(draw)
+        b = top_k_sampling_from_logits(x, ks, temperature=temp, generator=g1)
+        assert bool(keep[torch.arange(16), b].all())
+        assert torch.equal(b, top_k_sampling_from_logits(x, ks, temperature=temp, generator=g2))
+
+
+def test_sampling_seed_is_per_row():
+    x = torch.randn(4, 100, generator=torch.Generator().manual_seed(0))
+    seeds = torch.tensor([5, 6, 7, 8])
+    full = top_k_sampling_from_logits(x, 50, seeds=seeds)
+    alone = top_k_sampling_from_logits(x[2:3], 50, seeds=seeds[2:3])
+    assert int(full[2]) == int(alone[0])
+    u = counter_uniform(torch.tensor([1, 2, -(2**62)]), 1000)
+    assert bool(((u > 0) & (u < 1)).all())
+    assert not torch.equal(u[0], u[1]) and not torch.equal(u[0], u[2])
+
+
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = probs * counts.sum()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+LOGITS8 = [0.5, 2.0, -1.0, 1.2, 1.9, 0.0, 1.0, -0.3]  # top-4: 1, 4, 3, 6
+
+
+@pytest.mark.parametrize("mode", ["generator", "seeds", "tensor_k"])
+def test_sampling_distribution_chi_square(mode):
+    n, k, t = 40000, 4, 0.7
+    logits = torch.tensor(LOGITS8)
+    top = ref_ranked(LOGITS8, range(8))[:k]
+    p = torch.softmax(torch.tensor([LOGITS8[i] for i in top]) / t, dim=0).double()
+    x = logits.expand(n, 8).contiguous()
+    if mode == "generator":
+        s = top_k_sampling_from_logits(
+            x, k, temperature=t, generator=torch.Generator().manual_seed(1)
+        )
+    elif mode == "seeds":
+        s = top_k_sampling_from_logits(
+            x, k, temperature=t, seeds=torch.arange(n, dtype=torch.int64)
+        )
+    else:
+        s = top_k_sampling_from_logits(
+            x,
+            torch.full((n,), k),
+            temperature=torch.full((n,), t),
+            seeds=torch.arange(n, dtype=torch.int64) + 10**9,
+            k_max=6,
+        )
+    counts = torch.bincount(s, minlength=8).double()
+    assert counts.sum() == counts[top].sum(), "a sample fell outside the top-k"
+    stat = chi_square(counts[top], p)
+    assert stat < CHI2_DF3_P001, stat
+    # The test has power: the same counts reject a slightly wrong distribution
+    # (the temperature ignored).
+    wrong = torch.softmax(torch.tensor([LOGITS8[i] for i in top]), dim=0).double()
+    assert chi_square(counts[top], wrong) > CHI2_DF3_P001
+
+
+def test_sampling_k_zero_keeps_whole_vocabulary():
+    n = 4000
+    x = torch.zeros(n, 8)
+    s = top_k_sampling_from_logits(x, 0, seeds=torch.arange(n, dtype=torch.int64))
+    counts = torch.bincount(s, minlength=8).double()
+    # 7 degrees of freedom: critical value 24.322 at significance 0.001.
+    assert chi_square(counts, torch.full((8,), 1 / 8, dtype=torch.float64)) < 24.322
+
+
+def test_sampling_validation():
+    x = torch.randn(2, 10)
+    with pytest.raises(ValueError, match="exclusive"):
+        top_k_sampling_from_logits(x, 2, generator=torch.Generator(), seeds=torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        top_k_sampling_from_logits(x, 2, temperature=0.0)
+    with pytest.raises(ValueError, match="temperature must be > 0 in every row"):
+        top_k_sampling_from_logits(x, 2, temperature=torch.tensor([1.0, -1.0]))
+    with pytest.raises(TypeError, match="seeds must have dtype int64"):
+        top_k_sampling_from_logits(x, 2, seeds=torch.tensor([1, 2], dtype=torch.int32))
+    with pytest.raises(TypeError, match="generator must be"):
+        top_k_sampling_from_logits(x, 2, generator=0)
+
+
+# --------------------------------------------------------------------------- lightning indexer
+
+
+def test_lightning_indexer_scores_and_topk():
+    g = torch.Generator().manual_seed(3)
+    rows, heads, d, n, k = 3, 4, 8, 70, 9
+    q = torch.randn(rows, heads, d, generator=g)
+    keys = torch.randn(n, d, generator=g)
+    w = torch.rand(rows, heads, generator=g)
+    want = torch.zeros(rows, n, dtype=torch.float64)
+    for r in range(rows):
+        for h in range(heads):
+            want[r] += w[r, h].double() * (keys.double() @ q[r, h].double()).clamp(min=0)
+    scores = lightning_indexer_scores(q, keys, w)
+    assert scores.dtype == torch.float32
+    torch.testing.assert_close(scores.double(), want, rtol=1e-5, atol=1e-5)
+    lengths = torch.tensor([70, 5, 40])
+    got = lightning_indexer_topk(q, keys, w, lengths, k, order="index")
+    ref = ref_rows(scores, [0, 0, 0], lengths.tolist(), k)
+    assert got.tolist() == padded([sorted(r) for r in ref], k)
