@@ -7,6 +7,12 @@
 """
 
 from .api import topk_rows
+from .engine import (
+    indexer_topk,
+    top_k_mask_logits,
+    top_k_renorm_probs,
+    top_k_sampling_from_logits,
+)
 from .keys import from_keys, to_keys
 from .options import Order, TopkOptions
 from .oracle import oracle_topk
@@ -22,5 +28,9 @@ __all__ = [
     "from_keys",
     "Order",
     "TopkOptions",
+    "indexer_topk",
+    "top_k_mask_logits",
+    "top_k_renorm_probs",
+    "top_k_sampling_from_logits",
 ]
 __version__ = "0.1.0"
