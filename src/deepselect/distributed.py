@@ -50,6 +50,16 @@ def _bits_dtype(dtype: torch.dtype) -> torch.dtype:
     return _BITS_DTYPE[torch.empty((), dtype=dtype).element_size()]
 
 
+def _all_gather(t: torch.Tensor, world: int, group) -> torch.Tensor:
+    """``[world, *t.shape]``: every rank's ``t``, by one all-gather into one buffer."""
+    # concatenated along dim 0 (the layout gloo demands; NCCL takes it too)
+    out = torch.empty((world * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device)
+    # newer torch renames all_gather_into_tensor to all_gather_single
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, t.contiguous(), group=group)
+    return out.view(world, *t.shape)
+
+
 def exchange_bytes(
     k: int, world: int, value_dtype: torch.dtype, index_dtype: torch.dtype = torch.int32
 ) -> int:
@@ -176,9 +186,8 @@ def _shard_offset(
     if shard_sizes is not None:
         sizes = torch.tensor(list(shard_sizes), dtype=torch.int64, device=dev)
     else:
-        mine = torch.tensor([rows, n], dtype=torch.int64, device=dev)
-        both = torch.empty((world, 2), dtype=torch.int64, device=dev)
-        dist.all_gather_into_tensor(both, mine, group=group)
+        both = _all_gather(torch.tensor([rows, n], dtype=torch.int64, device=dev), world, group)
+        both = both.view(world, 2)
         if dev.type == "cpu":  # host data already: checking costs no device sync
             if bool((both[:, 0] != rows).any()):
                 raise ValueError(
@@ -284,8 +293,7 @@ def topk(
         [vals.view(bits_dtype).view(torch.uint8), idx.to(index_dtype).view(torch.uint8)], dim=1
     )
     if dst is None:
-        buf = torch.empty((world, *packed.shape), dtype=torch.uint8, device=dev)
-        dist.all_gather_into_tensor(buf, packed, group=group)
+        buf = _all_gather(packed, world, group)
     else:
         me = dist.get_rank(group)
         gdst = dst if group is None else dist.get_global_rank(group, dst)
