@@ -143,6 +143,32 @@ def _worker(rank: int, world: int, init: str, out) -> None:
             assert_same_topk(got, want, "value", msg="offset/fill")
         except AssertionError as exc:
             failures.append(str(exc))
+        # a sub-group: ranks and dst are ranks of the group, not of the world
+        members = [1, 3] if world == 4 else [1, 0]
+        sub = dist.new_group(members)
+        if rank in members:
+            me = dist.get_rank(sub)
+            sub_sizes = [5, 8]
+            sub_full = _rows("nan", 2, 13, torch.bfloat16, 11)
+            shard = sub_full[:, sum(sub_sizes[:me]) : sum(sub_sizes[: me + 1])]
+            for dst in (None, 1):
+                got = topk(shard, 6, group=sub, order="value", dst=dst)
+                if dst is not None and me != dst:
+                    if got is not None:
+                        failures.append("sub-group: non-dst rank got a result")
+                    continue
+                want = deepselect.topk_rows(sub_full, 6, order="value", index_dtype=torch.int64)
+                try:
+                    assert_same_topk(got, want, "value", msg=f"sub-group dst={dst}")
+                except AssertionError as exc:
+                    failures.append(str(exc))
+        # shards with different row counts are refused on every rank alike
+        try:
+            topk(torch.zeros(2 + rank, 3), 2)
+            failures.append("different row counts were accepted")
+        except ValueError as exc:
+            if "same number of rows" not in str(exc):
+                failures.append(f"wrong message: {exc}")
         # a window outside the global row is refused on every rank alike
         try:
             topk(full[:, start : start + sizes[rank]], 2, end=torch.tensor([n + 1, 1]))
