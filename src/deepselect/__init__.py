@@ -6,6 +6,7 @@
 [[4, 2]]
 """
 
+from . import distributed
 from .api import topk_rows
 from .engine import (
     indexer_topk,
@@ -20,6 +21,7 @@ from .reference import reference_topk
 from .torch_ops import topk
 
 __all__ = [
+    "distributed",
     "topk",
     "topk_rows",
     "oracle_topk",
