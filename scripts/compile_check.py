@@ -20,7 +20,7 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
 from deepselect.options import Order
-from deepselect.triton_backend import _ORDER_CODE, launch_config, register_variant
+from deepselect.triton_backend import kernel_constants, launch_config, register_variant
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -33,7 +33,6 @@ def compile_rows_kernel(
         cfg = register_variant(cfg)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
-    fp16 = dtype == torch.float16
     sig = {
         "x_ptr": raw,
         "stride_x": "i32",
@@ -55,26 +54,16 @@ def compile_rows_kernel(
         "fill_bits": "i32",
         "seed": "i32",
     }
-    consts = dict(
-        KEY_BITS=bits,
-        KEY_MASK=(1 << bits) - 1,
-        SIGN=1 << (bits - 1),
-        INF_BITS=K._inf_bits(bits, fp16),
-        LARGEST=largest,
-        ORDER=_ORDER_CODE[order],
-        HAS_WINDOW=True,
-        OFF_TENSOR=False,
-        WRITE_VALUES=True,
-        IDX64=idx64,
-        USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16) if asm else "",
-        APPEND=K.append_asm(bits, largest, fp16) if asm else "",
-        B=cfg.B,
-        CAP=cfg.CAP,
-        KP=cfg.KP,
-        CH=cfg.CH,
-        NP=cfg.NP,
-        REG_SEARCH=cfg.reg_search,
+    consts = kernel_constants(
+        dtype,
+        cfg,
+        largest=largest,
+        order=order,
+        has_window=True,
+        off_tensor=False,
+        write_values=True,
+        idx64=idx64,
+        asm=asm,
     )
     for name in consts:
         sig[name] = "constexpr"

@@ -69,6 +69,45 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)))
 
 
+def kernel_constants(
+    dtype: torch.dtype,
+    cfg: LaunchConfig,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: bool,
+    off_tensor: bool,
+    write_values: bool,
+    idx64: bool,
+    asm: bool,
+) -> dict:
+    """The compile-time parameters of ``deepselect_rows_kernel`` for one call shape
+    (also used by scripts/compile_check.py, so both compile the same kernel)."""
+    bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
+    fp16 = dtype == torch.float16
+    return dict(
+        KEY_BITS=bits,
+        KEY_MASK=(1 << bits) - 1,
+        SIGN=1 << (bits - 1),
+        INF_BITS=K._inf_bits(bits, fp16),
+        LARGEST=largest,
+        ORDER=_ORDER_CODE[order],
+        HAS_WINDOW=has_window,
+        OFF_TENSOR=off_tensor,
+        WRITE_VALUES=write_values,
+        IDX64=idx64,
+        USE_ASM=asm,
+        FILTER=K.filter_asm(bits, largest, fp16) if asm else "",
+        APPEND=K.append_asm(bits, largest, fp16) if asm else "",
+        B=cfg.B,
+        CAP=cfg.CAP,
+        KP=cfg.KP,
+        CH=cfg.CH,
+        NP=cfg.NP,
+        REG_SEARCH=cfg.reg_search,
+    )
+
+
 def register_variant(cfg: LaunchConfig) -> LaunchConfig:
     """``cfg`` with the register-held key search (for A/B timing)."""
     if cfg.CAP > 8192:  # 16384 keys would not fit beside the rest in 128 registers
@@ -175,8 +214,6 @@ def run_triton(
     fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype).view(_RAW[x.dtype])
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
-    key_mask = (1 << bits) - 1
-    fp16 = x.dtype == torch.float16
     K.deepselect_rows_kernel[(grid,)](
         raw,
         x.stride(0),
@@ -197,25 +234,17 @@ def run_triton(
         opt.fill_index,
         int(fill.item()),
         seed,
-        KEY_BITS=bits,
-        KEY_MASK=key_mask,
-        SIGN=1 << (bits - 1),
-        INF_BITS=K._inf_bits(bits, fp16),
-        LARGEST=opt.largest,
-        ORDER=_ORDER_CODE[opt.order],
-        HAS_WINDOW=has_window,
-        OFF_TENSOR=off_tensor,
-        WRITE_VALUES=write_values,
-        IDX64=out_indices.dtype == torch.int64,
-        USE_ASM=asm,
-        FILTER=K.filter_asm(bits, opt.largest, fp16) if asm else "",
-        APPEND=K.append_asm(bits, opt.largest, fp16) if asm else "",
-        B=cfg.B,
-        CAP=cfg.CAP,
-        KP=cfg.KP,
-        CH=cfg.CH,
-        NP=cfg.NP,
-        REG_SEARCH=cfg.reg_search,
+        **kernel_constants(
+            x.dtype,
+            cfg,
+            largest=opt.largest,
+            order=opt.order,
+            has_window=has_window,
+            off_tensor=off_tensor,
+            write_values=write_values,
+            idx64=out_indices.dtype == torch.int64,
+            asm=asm,
+        ),
         num_warps=cfg.num_warps,
         **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )
