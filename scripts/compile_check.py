@@ -26,7 +26,14 @@ DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def compile_rows_kernel(
-    dtype, k, order=Order.NONE, largest=True, asm=True, idx64=False, reg_search=False
+    dtype,
+    k,
+    order=Order.NONE,
+    largest=True,
+    asm=True,
+    idx64=False,
+    reg_search=False,
+    profile=False,
 ):
     cfg = launch_config(dtype, k)
     if reg_search:
@@ -53,6 +60,8 @@ def compile_rows_kernel(
         "fill_index": "i32",
         "fill_bits": "i32",
         "seed": "i32",
+        "prof_ptr": "*i64",
+        "preset_ptr": "*i32",
     }
     consts = kernel_constants(
         dtype,
@@ -65,6 +74,7 @@ def compile_rows_kernel(
         idx64=idx64,
         asm=asm,
     )
+    consts.update(PROFILE=profile, PRESET=profile)
     for name in consts:
         sig[name] = "constexpr"
     src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
@@ -103,12 +113,16 @@ def main() -> None:
     p.add_argument("--k", type=int, nargs="*", default=[512])
     p.add_argument("--ptx", default=None)
     p.add_argument("--reg-search", action="store_true", help="the register-held key search")
+    p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
+    p.add_argument("--profile", action="store_true", help="the profiling build")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
         for k in a.k:
             for order in Order:
-                c = compile_rows_kernel(DT[d], k, order, reg_search=a.reg_search)
+                if a.order and order.value not in a.order:
+                    continue
+                c = compile_rows_kernel(DT[d], k, order, reg_search=a.reg_search, profile=a.profile)
                 ptx = c.asm["ptx"]
                 print(
                     f"{d:5s} k={k:5d} order={order.value:5s} shared={c.metadata.shared} "

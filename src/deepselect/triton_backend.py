@@ -148,12 +148,17 @@ def run_triton(
     seed: int = 0,
     grid: int | None = None,
     config: LaunchConfig | None = None,
+    profile: torch.Tensor | None = None,
+    preset: torch.Tensor | None = None,
 ) -> None:
     """Write the exact top-k of every row of ``x`` into the given buffers.
 
     ``seed`` picks the block order (the result never depends on it); ``grid`` and
     ``config`` override the shape-derived launch (tests use a small B and CAP to
-    drive many blocks and compactions through the interpreter)."""
+    drive many blocks and compactions through the interpreter). Diagnostics for
+    benchmarks/profile_kernel.py: ``profile`` (int64 ``[grid, 8]``) receives cycles
+    per phase; ``preset`` (one selection key per row, at most the row's k-th key)
+    starts the threshold there."""
     rows, n = x.shape
     if rows == 0:
         return
@@ -181,6 +186,8 @@ def run_triton(
             seed=seed,
             grid=grid,
             config=config,
+            profile=profile,
+            preset=preset,
         )
         for buf, tmp in staged:
             buf.copy_(tmp)
@@ -234,6 +241,8 @@ def run_triton(
         opt.fill_index,
         int(fill.item()),
         seed,
+        profile if profile is not None else out_indices,
+        preset if preset is not None else out_indices,
         **kernel_constants(
             x.dtype,
             cfg,
@@ -245,6 +254,8 @@ def run_triton(
             idx64=out_indices.dtype == torch.int64,
             asm=asm,
         ),
+        PROFILE=profile is not None,
+        PRESET=preset is not None,
         num_warps=cfg.num_warps,
         **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )

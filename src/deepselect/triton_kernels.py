@@ -288,8 +288,10 @@ def _filter_words(
     LARGEST: tl.constexpr,
     FILTER: tl.constexpr,
     APPEND: tl.constexpr,
+    PROFILE: tl.constexpr,
 ):
-    """The filter with its per-thread core in PTX (see the module docstring)."""
+    """The filter with its per-thread core in PTX (see the module docstring).
+    Returns the new count and (PROFILE) the cycles spent placing hits."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     t = tl.arange(0, 256)
     zero = tl.zeros([256], dtype=tl.int32)
@@ -321,9 +323,12 @@ def _filter_words(
         pack=1,
     )
     tot = tl.sum(cnt, axis=0)
+    t_app = tl.zeros([], tl.int64)
     if tot > 0:
+        if PROFILE:
+            t_app -= _clock(tot)
         slot = count + tl.cumsum(cnt, axis=0) - cnt
-        tl.inline_asm_elementwise(
+        done = tl.inline_asm_elementwise(
             APPEND,
             "=r" + ",r" * 10 + ",l,l",
             [mask, w0, w1, w2, w3, w4, w5, w6, w7, idx0, scr_k + slot, scr_i + slot],
@@ -331,7 +336,9 @@ def _filter_words(
             is_pure=False,
             pack=1,
         )
-    return count + tot
+        if PROFILE:
+            t_app += _clock(tl.sum(done, axis=0))
+    return count + tot, t_app
 
 
 # --------------------------------------------------------------------- compaction
@@ -484,6 +491,14 @@ def _gcd(a, b):
     return a
 
 
+@triton.jit
+def _clock(dep):
+    """The SM's cycle counter, read once ``dep`` is computed (profiling builds only)."""
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %clock64;", "=l,r", [dep], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
 def deepselect_rows_kernel(
@@ -506,6 +521,8 @@ def deepselect_rows_kernel(
     fill_index,
     fill_bits,
     seed,
+    prof_ptr,
+    preset_ptr,
     KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
@@ -525,20 +542,37 @@ def deepselect_rows_kernel(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
+    PROFILE: tl.constexpr = False,
+    PRESET: tl.constexpr = False,
 ):
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
     x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
     when USE_ASM, whose filter reads them as 32-bit words); cand_*: this grid's
     scratch ``[G, CAP]``;
-    outputs ``[rows, k]`` with their row strides. See the module docstring."""
+    outputs ``[rows, k]`` with their row strides. See the module docstring.
+
+    Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
+    into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
+    row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
+    row's k-th key) to time the stream without the rising threshold."""
     pid = tl.program_id(0)
+    p_row = tl.zeros([], tl.int64)  # whole rows
+    p_filt = tl.zeros([], tl.int64)  # filter + reductions (incl. load waits)
+    p_app = tl.zeros([], tl.int64)  # scan + append of blocks with hits
+    p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
+    p_fin = tl.zeros([], tl.int64)  # final compaction + output
+    n_comp = tl.zeros([], tl.int64)
+    n_hits = tl.zeros([], tl.int64)
+    n_hitblk = tl.zeros([], tl.int64)
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * CAP
     scr_i = cand_idx_ptr + pid.to(tl.int64) * CAP
     for row_ in range(pid, rows, nprog):
         row = tl.cast(row_, tl.int32)  # a tensor in the interpreter too
         row64 = row.to(tl.int64)
+        if PROFILE:
+            t_row = _clock(row)
         if HAS_WINDOW:
             lo = tl.load(begin_ptr + row).to(tl.int32)
             hi = tl.load(end_ptr + row).to(tl.int32)
@@ -564,6 +598,8 @@ def deepselect_rows_kernel(
         count = row * 0
         tk = (row * 0).to(tl.uint32)
         ti = row * 0 + 0x7FFFFFFF
+        if PRESET:
+            tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
         # software prefetch: two blocks are in flight while one is filtered
@@ -575,11 +611,14 @@ def deepselect_rows_kernel(
         for i in range(0, nblk):
             blk_start = blk_a
             blk_c = (((a * (i + 2) + c) % m).to(tl.int32) + first) * B
+            if PROFILE:
+                t0 = _clock(count)
+                c_before = count
             if USE_ASM:
                 c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
                     xw_row, blk_c, lo, hi, i + 2 < nblk, KEY_BITS
                 )
-                count = _filter_words(
+                count, t_app = _filter_words(
                     a0,
                     a1,
                     a2,
@@ -602,7 +641,9 @@ def deepselect_rows_kernel(
                     LARGEST,
                     FILTER,
                     APPEND,
+                    PROFILE,
                 )
+                p_app += t_app
                 a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
                 b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
             else:
@@ -625,12 +666,22 @@ def deepselect_rows_kernel(
                 )
             blk_a = blk_b
             blk_b = blk_c
+            if PROFILE:
+                t1 = _clock(count)
+                p_filt += t1 - t0
+                n_hits += count - c_before
+                n_hitblk += (count > c_before).to(tl.int64)
             if count >= k + B2:
                 # the appends are stores of other warps: order them before any read
                 tl.debug_barrier()
                 tk, ti, count = _compact(
                     scr_k, scr_i, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH
                 )
+                if PROFILE:
+                    p_comp += _clock(count) - t1
+                    n_comp += 1
+        if PROFILE:
+            t2 = _clock(count)
         tl.debug_barrier()
         if count > k:
             tk, ti, count = _compact(scr_k, scr_i, count, k, 0, tk, CAP, CH, NP, REG_SEARCH)
@@ -659,3 +710,14 @@ def deepselect_rows_kernel(
             tl.store(oi_ptr + row64 * stride_oi + o, out, mask=om)
         else:
             tl.store(oi_ptr + row64 * stride_oi + o, out.to(tl.int32), mask=om)
+        if PROFILE:
+            t3 = _clock(tl.sum(out.to(tl.int32), axis=0))
+            p_fin += t3 - t2
+            p_row += t3 - t_row
+    if PROFILE:
+        j = tl.arange(0, 8)
+        prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt, 0)
+        prof += tl.where(j == 2, p_app, 0) + tl.where(j == 3, p_comp, 0)
+        prof += tl.where(j == 4, p_fin, 0) + tl.where(j == 5, n_comp, 0)
+        prof += tl.where(j == 6, n_hits, 0) + tl.where(j == 7, n_hitblk, 0)
+        tl.store(prof_ptr + pid * 8 + j, prof)

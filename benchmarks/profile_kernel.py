@@ -1,0 +1,120 @@
+"""Where one program's time goes, per row: the kernel's profiling build on a GPU.
+
+For each shape and launch variant, prints the measured time (normal build) and, from
+the profiling build (SM cycle counters around each phase, 128 registers so that two
+programs still fit per SM), the mean per row of: the whole row, filtering (load waits,
+the compare, the per-block count), placing hits (scan + stores, blocks with hits only),
+compactions inside the stream, the final compaction + output; and compactions, hits
+and blocks with hits per row. ``preset`` starts every row at its true k-th key: the
+stream with a perfect threshold, no rising and (almost) no compaction.
+
+    python benchmarks/profile_kernel.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import subprocess
+
+import torch
+from kernel_table import DT, check, copies_for, draw, time_ms
+
+from deepselect.keys import to_keys
+from deepselect.options import TopkOptions
+from deepselect.triton_backend import _sm_count, launch_config, register_variant, run_triton
+
+SHAPES = [  # dtype, batch, N, k, order
+    ("bf16", 4096, 1 << 20, 512, "none"),
+    ("bf16", 256, 1 << 20, 512, "none"),
+    ("bf16", 256, 1 << 16, 512, "none"),
+    ("bf16", 512, 1 << 17, 2048, "none"),
+    ("fp32", 4096, 129_280, 512, "value"),
+    ("fp32", 256, 129_280, 512, "value"),
+]
+QUICK = [SHAPES[1], SHAPES[2], SHAPES[5]]
+FIELDS = ["row", "filter", "append", "compact", "final", "n_comp", "hits", "hit_blocks"]
+
+
+def sm_mhz() -> float:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return float(out.split()[0])
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return 1980.0
+
+
+def variants(dtype, k):
+    base = launch_config(dtype, k)
+    out = {"default": (base, False), "registers": (register_variant(base), False)}
+    big = 2 * base.CAP
+    out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
+    out["preset"] = (base, True)
+    return out
+
+
+def call(x, k, opt, cfg, kth=None, prof=None):
+    v = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
+    i = torch.empty((x.shape[0], k), dtype=torch.int32, device=x.device)
+    pre = kth[id(x)] if kth is not None else None
+    run_triton(x, k, opt, v, i, config=cfg, profile=prof, preset=pre)
+    return v, i
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--repeats", type=int, default=10)
+    a = p.parse_args()
+    mhz = sm_mhz()
+    print(f"SM clock {mhz:.0f} MHz; per-row means in us")
+    hdr = (
+        f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
+        f"{'append':>6s} {'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} "
+        f"{'hitblk':>6s} chk"
+    )
+    print(hdr, flush=True)
+    for dts, rows, n, k, order in QUICK if a.quick else SHAPES:
+        dtype = DT[dts]
+        esz = torch.finfo(dtype).bits // 8
+        nbytes = rows * n * esz
+        inputs = [draw("normal", rows, n, dtype, s) for s in range(copies_for(nbytes))]
+        opt = TopkOptions(order=order)
+        # each input's true k-th key (computed before timing)
+        kth = {id(x): to_keys(torch.topk(x, k, dim=1).values[:, -1:]).view(-1) for x in inputs}
+        kth = {key: q.to(torch.int32) for key, q in kth.items()}
+        grid = min(rows, 2 * _sm_count(0))
+        shape = f"{dts} {rows}x{n} k={k} {order}"
+        for name, (cfg, use_preset) in variants(dtype, k).items():
+            if name == "registers" and not cfg.reg_search:
+                continue
+
+            fn = functools.partial(call, k=k, opt=opt, cfg=cfg, kth=kth if use_preset else None)
+
+            v, i = fn(inputs[0])
+            status = check(inputs[0], k, order, v, i)
+            ms = time_ms(fn, inputs, a.repeats)
+            pcfg = dataclasses.replace(cfg, maxnreg=128)
+            prof = torch.zeros((grid, 8), dtype=torch.int64, device="cuda")
+            call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
+            tot = prof.sum(dim=0).double() / rows
+            us = tot / mhz
+            tb = (nbytes + rows * k * (esz + 4)) / (ms * 1e-3) / 1e12
+            print(
+                f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
+                f"{us[2]:6.1f} {us[3]:7.1f} {us[4]:6.1f} | {tot[5]:4.1f} {tot[6]:6.0f} "
+                f"{tot[7]:6.1f} {status}",
+                flush=True,
+            )
+        del inputs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
