@@ -3,10 +3,10 @@
 For each shape and launch variant, prints the measured time (normal build) and, from
 the profiling build (SM cycle counters around each phase, 128 registers so that two
 programs still fit per SM), the mean per row of: the whole row, filtering (load waits,
-the compare, the per-block count), placing hits (scan + stores, blocks with hits only),
-compactions inside the stream, the final compaction + output; and compactions, hits
-and blocks with hits per row. ``preset`` starts every row at its true k-th key: the
-stream with a perfect threshold, no rising and (almost) no compaction.
+the compare, placing hits, the per-block count), compactions inside the stream, the
+final compaction + output; and compactions, hits and blocks with hits per row.
+``preset`` starts every row at its true k-th key: the stream with a perfect
+threshold, no rising and (almost) no compaction.
 
     python benchmarks/profile_kernel.py [--quick]
 """
@@ -23,7 +23,7 @@ from kernel_table import DT, check, copies_for, draw, time_ms
 
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import _sm_count, launch_config, register_variant, run_triton
+from deepselect.triton_backend import _sm_count, launch_config, other_search, run_triton
 
 SHAPES = [  # dtype, batch, N, k, order
     ("bf16", 4096, 1 << 20, 512, "none"),
@@ -34,13 +34,13 @@ SHAPES = [  # dtype, batch, N, k, order
     ("fp32", 256, 129_280, 512, "value"),
 ]
 QUICK = [SHAPES[1], SHAPES[2], SHAPES[5]]
-FIELDS = ["row", "filter", "append", "compact", "final", "n_comp", "hits", "hit_blocks"]
+FIELDS = ["row", "filter", "compact", "final", "n_comp", "hits", "hit_blocks", "rows"]
 
 
 def sm_mhz() -> float:
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             check=True,
@@ -52,7 +52,7 @@ def sm_mhz() -> float:
 
 def variants(dtype, k):
     base = launch_config(dtype, k)
-    out = {"default": (base, False), "registers": (register_variant(base), False)}
+    out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
     out["preset"] = (base, True)
@@ -76,8 +76,7 @@ def main() -> None:
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
     hdr = (
         f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
-        f"{'append':>6s} {'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} "
-        f"{'hitblk':>6s} chk"
+        f"{'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
     for dts, rows, n, k, order in QUICK if a.quick else SHAPES:
@@ -92,7 +91,7 @@ def main() -> None:
         grid = min(rows, 2 * _sm_count(0))
         shape = f"{dts} {rows}x{n} k={k} {order}"
         for name, (cfg, use_preset) in variants(dtype, k).items():
-            if name == "registers" and not cfg.reg_search:
+            if name == "other" and cfg == launch_config(dtype, k):
                 continue
 
             fn = functools.partial(call, k=k, opt=opt, cfg=cfg, kth=kth if use_preset else None)
@@ -100,16 +99,15 @@ def main() -> None:
             v, i = fn(inputs[0])
             status = check(inputs[0], k, order, v, i)
             ms = time_ms(fn, inputs, a.repeats)
-            pcfg = dataclasses.replace(cfg, maxnreg=128)
+            pcfg = cfg
             prof = torch.zeros((grid, 8), dtype=torch.int64, device="cuda")
             call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
             tot = prof.sum(dim=0).double() / rows
-            us = tot / mhz
+            us = tot / mhz  # cycles -> us at the maximum SM clock
             tb = (nbytes + rows * k * (esz + 4)) / (ms * 1e-3) / 1e12
             print(
                 f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
-                f"{us[2]:6.1f} {us[3]:7.1f} {us[4]:6.1f} | {tot[5]:4.1f} {tot[6]:6.0f} "
-                f"{tot[7]:6.1f} {status}",
+                f"{us[2]:7.1f} {us[3]:6.1f} | {tot[4]:4.1f} {tot[5]:6.0f} {tot[6]:6.1f} {status}",
                 flush=True,
             )
         del inputs

@@ -20,7 +20,8 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
 from deepselect.options import Order
-from deepselect.triton_backend import kernel_constants, launch_config, register_variant
+from deepselect.triton_backend import kernel_constants, launch_config
+from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -32,12 +33,12 @@ def compile_rows_kernel(
     largest=True,
     asm=True,
     idx64=False,
-    reg_search=False,
+    other_search=False,
     profile=False,
 ):
     cfg = launch_config(dtype, k)
-    if reg_search:
-        cfg = register_variant(cfg)
+    if other_search:
+        cfg = other_search_of(cfg)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -55,6 +56,7 @@ def compile_rows_kernel(
         "stride_oi": "i32",
         "cand_key_ptr": "*i32",
         "cand_idx_ptr": "*i32",
+        "cand_cnt_ptr": "*i32",
         "k": "i32",
         "B2": "i32",
         "fill_index": "i32",
@@ -112,7 +114,7 @@ def main() -> None:
     p.add_argument("--dtype", default="all")
     p.add_argument("--k", type=int, nargs="*", default=[512])
     p.add_argument("--ptx", default=None)
-    p.add_argument("--reg-search", action="store_true", help="the register-held key search")
+    p.add_argument("--other-search", action="store_true", help="the other compaction key search")
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
     a = p.parse_args()
@@ -122,7 +124,9 @@ def main() -> None:
             for order in Order:
                 if a.order and order.value not in a.order:
                     continue
-                c = compile_rows_kernel(DT[d], k, order, reg_search=a.reg_search, profile=a.profile)
+                c = compile_rows_kernel(
+                    DT[d], k, order, other_search=a.other_search, profile=a.profile
+                )
                 ptx = c.asm["ptx"]
                 print(
                     f"{d:5s} k={k:5d} order={order.value:5s} shared={c.metadata.shared} "

@@ -38,11 +38,13 @@ class LaunchConfig:
        CH * NP / 256 counters per thread stay live, so CH * NP is kept at 4096
        (1024 x 16 pushed the kernel to 255 registers with spills).
     programs_per_sm: persistent programs per SM.
-    reg_search, maxnreg: the compaction's key search over register-held keys, with a
-       register cap that keeps two programs per SM (ptxas: 128 registers, no spills
-       up to CAP = 8192). Off by default until it is timed: at c7125e5 compactions
-       cost ~100 us each, walking the buffer once per search pass
-       (benchmarks/RESULTS.md); `register_variant()` gives the candidate config.
+    reg_search: the compaction's key search over register-held keys (a bisection,
+       one compare-and-sum per step) rather than passes over the buffer; where the
+       keys fit (CAP <= 8192). Timed on an H200 at 022c042: 7-35% faster on 1M rows
+       and the sampler shape (benchmarks/RESULTS.md); `other_search()` flips it.
+    maxnreg: the register cap that keeps two programs per SM (256 threads each):
+       without it, sorted outputs of k = 2048 take ~178 registers and one program
+       per SM.
     """
 
     B: int
@@ -54,7 +56,7 @@ class LaunchConfig:
     num_warps: int = 8
     programs_per_sm: int = 2
     reg_search: bool = False
-    maxnreg: int | None = None
+    maxnreg: int | None = 128
 
 
 def _next_pow2(v: int) -> int:
@@ -66,7 +68,9 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     B = K.THREADS * K.WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
-    return LaunchConfig(B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)))
+    return LaunchConfig(
+        B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192
+    )
 
 
 def kernel_constants(
@@ -98,7 +102,6 @@ def kernel_constants(
         IDX64=idx64,
         USE_ASM=asm,
         FILTER=K.filter_asm(bits, largest, fp16) if asm else "",
-        APPEND=K.append_asm(bits, largest, fp16) if asm else "",
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,
@@ -108,11 +111,11 @@ def kernel_constants(
     )
 
 
-def register_variant(cfg: LaunchConfig) -> LaunchConfig:
-    """``cfg`` with the register-held key search (for A/B timing)."""
-    if cfg.CAP > 8192:  # 16384 keys would not fit beside the rest in 128 registers
+def other_search(cfg: LaunchConfig) -> LaunchConfig:
+    """``cfg`` with the other compaction key search, where it fits (for A/B timing)."""
+    if not cfg.reg_search and cfg.CAP > 8192:  # 16384 keys would not fit in registers
         return cfg
-    return dataclasses.replace(cfg, reg_search=True, maxnreg=128)
+    return dataclasses.replace(cfg, reg_search=not cfg.reg_search)
 
 
 def _interpreting() -> bool:
@@ -201,8 +204,9 @@ def run_triton(
         full = _sm_count(x.device.index or 0) * per if x.device.type == "cuda" else 4
         grid = min(rows, full)
     dev = x.device
-    scratch_k = torch.empty((grid, cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_i = torch.empty((grid, cfg.CAP), dtype=torch.int32, device=dev)
+    scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
+    scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
+    scratch_n = torch.empty((grid, K.NREG.value), dtype=torch.int32, device=dev)
     has_window = opt.begin is not None or opt.end is not None
     if has_window:
         begin = (
@@ -236,6 +240,7 @@ def run_triton(
         out_indices.stride(0),
         scratch_k,
         scratch_i,
+        scratch_n,
         k,
         cfg.B2,
         opt.fill_index,

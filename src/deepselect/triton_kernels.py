@@ -11,18 +11,21 @@ How one program selects a row ``[lo, hi)``:
    ``a`` and ``c`` are hashed from a fixed seed and the row number.
 2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
    each block. Elements that beat it are appended to a candidate buffer in global
-   memory (this program's scratch row, L2-resident).
-3. When the buffer holds ``>= k + B2`` candidates it is compacted to the exact k best,
-   and ``T`` becomes the k-th of them. The buffer never exceeds ``k + B2 + B <= CAP``.
+   memory (this program's scratch, L2-resident), split into NREG regions: warp w
+   appends to region w, so placing hits needs no block-wide scan.
+3. When the buffer holds ``>= k + B2`` candidates (or a region could overflow on the
+   next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them.
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
    are sorted if asked for and written out with their values gathered from the row.
 
 The filter is where the time goes: nearly every block holds a few elements of the
-running top-k, so appending must cost per hit, not per element. The PTX core first
-compares packed values with the threshold value (``set.geu.*x2``: two elements per
-instruction; NaN compares unordered, so it passes), branches around everything when
-no lane of the thread passed — the common case — and only then runs the exact
-(key, index, window) test. Placement uses one 256-lane scan per block with hits.
+running top-k, so appending must cost per hit, not per element, and a block must
+cost little more than its read. The PTX core compares packed values with the
+threshold value (``set.geu.*x2``: two elements per instruction; NaN compares
+unordered, so it passes); a warp where no lane passed — the common case — is done
+after one vote. Otherwise the lanes run the exact (key, index, window) test, scan
+their hit counts with warp shuffles and store their hits in the warp's region. The
+only block-wide step per block is one sum of the region counts (the trigger).
 """
 
 from __future__ import annotations
@@ -105,90 +108,96 @@ def _inf_bits(bits: int, fp16: bool) -> int:
 
 
 def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
-    """Exact hit mask of one thread's WORDS packed words.
+    """One thread's share of the block filter, with its warp's hits appended.
 
-    Operands: $0 mask (out), $1 count (out), $2..$9 words, $10 threshold value bits
-    (16-bit types: duplicated in both halves), $11 threshold key, $12 threshold index,
-    $13 index of the thread's first element, $14 lo, $15 hi (the window).
-    """
+    Operands: $0 the warp's new candidate count (out, the same in every lane);
+    $1..$8 the thread's words; $9 threshold value bits (16-bit types: in both
+    halves); $10 threshold key; $11 threshold index; $12 index of the thread's first
+    element; $13 lo, $14 hi (the window); $15 the warp's candidate count; $16, $17
+    the warp's key and index regions (64-bit pointers).
+
+    A packed compare of the values with the threshold value (NaN is unordered, so
+    it passes) decides whether the warp has anything to look at; only then do the
+    lanes with a candidate run the exact (key, index, window) test, the warp scans
+    its lanes' hit counts with shuffles and each lane stores its hits at its offset
+    in the warp's region. No barrier, no atomic: a warp that has no candidate — the
+    usual case — costs only the compare and one vote."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
     inf = _inf_bits(bits, fp16)
-    w = [f"${2 + c}" for c in range(WORDS)]
+    w = [f"${1 + c}" for c in range(WORDS)]
     out = [
         "{",
-        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx;",
-        ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv;",
-        "mov.b32 $0, 0;",
+        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel;",
+        ".reg .b64 %pk, %pi, %off;",
+        ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q;",
+        "mov.b32 %mask, 0;",
+        "mov.b32 $0, $15;",
     ]
-    out += [f"set.{cmp}.u32.{ty} %f{c}, {w[c]}, $10;" for c in range(WORDS)]
+    out += [f"set.{cmp}.u32.{ty} %f{c}, {w[c]}, $9;" for c in range(WORDS)]
     out += ["or.b32 %acc, %f0, %f1;"] + [f"or.b32 %acc, %acc, %f{c};" for c in range(2, WORDS)]
-    out += ["setp.eq.u32 %p, %acc, 0;", "@%p bra $$DONE${:uid};"]
+    out += [
+        "setp.ne.u32 %q, %acc, 0;",
+        "vote.sync.any.pred %p, %q, 0xffffffff;",
+        "@!%p bra $$DONE${:uid};",
+        "@!%q bra $$SCAN${:uid};",
+    ]
     bit = 0
     for c in range(WORDS):
         out += [f"setp.eq.u32 %p, %f{c}, 0;", f"@%p bra $$SKIP{c}${{:uid}};"]
         for j in range(per_word):
-            shift = j * bits
             elem = c * THREADS * per_word + j
-            out += _ptx_element_key(w[c], shift, bits, inf, largest)
+            out += _ptx_element_key(w[c], j * bits, bits, inf, largest)
             out += [
-                f"add.s32 %idx, $13, {elem};",
-                "setp.gt.u32 %ph, %key, $11;",
-                "setp.eq.u32 %pe, %key, $11;",
-                "setp.lt.s32 %pv, %idx, $12;",
+                f"add.s32 %idx, $12, {elem};",
+                "setp.gt.u32 %ph, %key, $10;",
+                "setp.eq.u32 %pe, %key, $10;",
+                "setp.lt.s32 %pv, %idx, $11;",
                 "and.pred %pe, %pe, %pv;",
                 "or.pred %ph, %ph, %pe;",
-                "setp.ge.s32 %pv, %idx, $14;",
+                "setp.ge.s32 %pv, %idx, $13;",
                 "and.pred %ph, %ph, %pv;",
-                "setp.lt.s32 %pv, %idx, $15;",
+                "setp.lt.s32 %pv, %idx, $14;",
                 "and.pred %ph, %ph, %pv;",
-                f"@%ph or.b32 $0, $0, {1 << bit};",
+                f"@%ph or.b32 %mask, %mask, {1 << bit};",
             ]
             bit += 1
         out.append(f"$$SKIP{c}${{:uid}}:")
-    out += ["$$DONE${:uid}:", "popc.b32 $1, $0;", "}"]
-    return "\n".join(out)
-
-
-def append_asm(bits: int, largest: bool, fp16: bool) -> str:
-    """Store one thread's hits (mask $1) as (key, index) pairs at $11 / $12 (pointers,
-    advanced by 4 bytes per hit). Operands: $0 dummy out, $1 mask, $2..$9 words,
-    $10 index of the thread's first element."""
-    per_word = 32 // bits
-    inf = _inf_bits(bits, fp16)
-    w = [f"${2 + c}" for c in range(WORDS)]
-    out = [
-        "{",
-        ".reg .b32 %mg, %sg, %raw, %key, %idx, %sel;",
-        ".reg .b64 %pk, %pi;",
-        ".reg .pred %p, %pn, %pz, %ps;",
-        "mov.b32 $0, 0;",
-        "mov.b64 %pk, $11;",
-        "mov.b64 %pi, $12;",
-        "setp.eq.u32 %p, $1, 0;",
+    # the warp's inclusive scan of the lanes' hit counts
+    out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;", "mov.b32 %s, %n;"]
+    for d in (1, 2, 4, 8, 16):
+        out += [f"shfl.sync.up.b32 %t|%p, %s, {d}, 0, 0xffffffff;", "@%p add.u32 %s, %s, %t;"]
+    out += [
+        "shfl.sync.idx.b32 %tot, %s, 31, 31, 0xffffffff;",
+        "add.u32 $0, $15, %tot;",
+        "setp.eq.u32 %p, %n, 0;",
         "@%p bra $$DONE${:uid};",
+        "sub.u32 %s, %s, %n;",
+        "add.u32 %s, %s, $15;",
+        "mul.wide.u32 %off, %s, 4;",
+        "add.s64 %pk, $16, %off;",
+        "add.s64 %pi, $17, %off;",
     ]
     bit = 0
     for c in range(WORDS):
         wmask = ((1 << per_word) - 1) << (c * per_word)
         out += [
-            f"and.b32 %sel, $1, {wmask};",
+            f"and.b32 %sel, %mask, {wmask};",
             "setp.eq.u32 %p, %sel, 0;",
-            f"@%p bra $$SKIP{c}${{:uid}};",
+            f"@%p bra $$NOW{c}${{:uid}};",
         ]
         for j in range(per_word):
-            shift = j * bits
             elem = c * THREADS * per_word + j
             label = f"$$NO{bit}${{:uid}}"
             out += [
-                f"and.b32 %sel, $1, {1 << bit};",
+                f"and.b32 %sel, %mask, {1 << bit};",
                 "setp.eq.u32 %p, %sel, 0;",
                 f"@%p bra {label};",
             ]
-            out += _ptx_element_key(w[c], shift, bits, inf, largest)
+            out += _ptx_element_key(w[c], j * bits, bits, inf, largest)
             out += [
-                f"add.s32 %idx, $10, {elem};",
+                f"add.s32 %idx, $12, {elem};",
                 "st.global.u32 [%pk], %key;",
                 "st.global.u32 [%pi], %idx;",
                 "add.u64 %pk, %pk, 4;",
@@ -196,12 +205,18 @@ def append_asm(bits: int, largest: bool, fp16: bool) -> str:
                 f"{label}:",
             ]
             bit += 1
-        out.append(f"$$SKIP{c}${{:uid}}:")
+        out.append(f"$$NOW{c}${{:uid}}:")
     out += ["$$DONE${:uid}:", "}"]
     return "\n".join(out)
 
 
 # ------------------------------------------------------------------ block filters
+# The candidate buffer is split into NREG regions of CAP // NREG slots; the filter of
+# warp w (PTX) or of the w-th eighth of a block (portable) appends to region w, so no
+# block-wide scan places hits. A block adds at most B // NREG to a region.
+NREG = tl.constexpr(8)
+
+
 @triton.jit
 def _filter_portable(
     x_row,
@@ -210,20 +225,23 @@ def _filter_portable(
     hi,
     tk,
     ti,
-    count,
-    scr_k,
-    scr_i,
+    rc,
+    buf_k,
+    buf_i,
     B: tl.constexpr,
+    S: tl.constexpr,
     RAW16: tl.constexpr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     INF_BITS: tl.constexpr,
     LARGEST: tl.constexpr,
 ):
-    """Plain-Triton filter of one block: exact hits appended at ``count``.
+    """Plain-Triton filter of one block: exact hits appended to the regions, whose
+    counts ``rc`` ([NREG]) it returns updated.
 
-    Full-width scan and masked stores: correct everywhere (also in the interpreter),
-    but pays per element what the PTX core pays per hit."""
+    Full-width scans and masked stores: correct everywhere (also in the
+    interpreter), but pays per element what the PTX core pays per hit."""
+    R: tl.constexpr = B // NREG
     idx = blk_start + tl.arange(0, B)
     valid = (idx >= lo) & (idx < hi)
     raw = tl.load(x_row + idx, mask=valid, other=0)
@@ -233,13 +251,15 @@ def _filter_portable(
         raw = raw.to(tl.uint32, bitcast=True)
     key = _to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
     hit = valid & ((key > tk) | ((key == tk) & (idx < ti)))
-    h = hit.to(tl.int32)
-    nh = tl.sum(h, axis=0)
-    if nh > 0:
-        pos = count + tl.cumsum(h, axis=0) - 1
-        tl.store(scr_k + pos, key.to(tl.int32, bitcast=True), mask=hit)
-        tl.store(scr_i + pos, idx, mask=hit)
-    return count + nh
+    h = tl.reshape(hit.to(tl.int32), [NREG, R])
+    nh = tl.sum(h, axis=1)
+    if tl.sum(nh, axis=0) > 0:
+        pos = tl.cumsum(h, axis=1) - 1 + rc[:, None]
+        addr = tl.arange(0, NREG)[:, None] * S + pos
+        m = tl.reshape(hit, [NREG, R])
+        tl.store(buf_k + addr, tl.reshape(key.to(tl.int32, bitcast=True), [NREG, R]), mask=m)
+        tl.store(buf_i + addr, tl.reshape(idx, [NREG, R]), mask=m)
+    return rc + nh
 
 
 @triton.jit
@@ -279,29 +299,26 @@ def _filter_words(
     hi,
     tk,
     ti,
-    count,
-    scr_k,
-    scr_i,
+    wcnt,
+    rk,
+    ri,
     KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     LARGEST: tl.constexpr,
     FILTER: tl.constexpr,
-    APPEND: tl.constexpr,
-    PROFILE: tl.constexpr,
 ):
-    """The filter with its per-thread core in PTX (see the module docstring).
-    Returns the new count and (PROFILE) the cycles spent placing hits."""
+    """The filter with its per-thread core in PTX (see :func:`filter_asm`): returns
+    each lane's copy of its warp's new candidate count."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     t = tl.arange(0, 256)
     zero = tl.zeros([256], dtype=tl.int32)
     tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
     if KEY_BITS == 16:
         tv = tv | (tv << 16)
-    idx0 = blk_start + t * PER_WORD
-    mask, cnt = tl.inline_asm_elementwise(
+    return tl.inline_asm_elementwise(
         FILTER,
-        "=r,=r" + ",r" * 14,
+        "=r" + ",r" * 15 + ",l,l",
         [
             w0,
             w1,
@@ -314,39 +331,31 @@ def _filter_words(
             zero + tv.to(tl.int32, bitcast=True),
             zero + tk.to(tl.int32, bitcast=True),
             zero + ti,
-            idx0,
+            blk_start + t * PER_WORD,
             zero + lo,
             zero + hi,
+            wcnt,
+            rk,
+            ri,
         ],
-        dtype=(tl.int32, tl.int32),
-        is_pure=True,
+        dtype=tl.int32,
+        is_pure=False,
         pack=1,
     )
-    tot = tl.sum(cnt, axis=0)
-    t_app = tl.zeros([], tl.int64)
-    if tot > 0:
-        if PROFILE:
-            t_app -= _clock(tot)
-        slot = count + tl.cumsum(cnt, axis=0) - cnt
-        done = tl.inline_asm_elementwise(
-            APPEND,
-            "=r" + ",r" * 10 + ",l,l",
-            [mask, w0, w1, w2, w3, w4, w5, w6, w7, idx0, scr_k + slot, scr_i + slot],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
-        if PROFILE:
-            t_app += _clock(tl.sum(done, axis=0))
-    return count + tot, t_app
 
 
 # --------------------------------------------------------------------- compaction
+# A compaction reads the regions of one half of the scratch (counts in cnt_ptr) and
+# writes the survivors to the other half, survivor r at slot r // NREG of region
+# r % NREG. Passes walk the regions in chunks of CH = NREG x CHR candidates.
 @triton.jit
 def _kth_largest(
-    scr_k,
-    scr_i,
-    count,
+    src_k,
+    src_i,
+    addr0,
+    col,
+    cnt_l,
+    nch,
     kk,
     lo,
     hi,
@@ -360,20 +369,19 @@ def _kth_largest(
 
     A NP-ary search by counting: each pass compares every candidate with NP pivots
     spread over the range and keeps the sub-range holding the answer, so a 16-bit
-    key needs at most 4 passes and the usual narrow range one or two. Candidates are
-    read in chunks of CH (L1-resident after the first pass)."""
-    offs = tl.arange(0, CH)
+    key needs at most 6 passes and the usual narrow range one or two. Candidates are
+    read in chunks (L1-resident after the first pass)."""
+    CHR: tl.constexpr = CH // NREG
     jr = tl.arange(0, NP) + 1
-    nch = (count + CH - 1) // CH
     while lo < hi:  # invariant: at least kk values are >= lo
         span = (hi - lo).to(tl.uint64)
         piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
         acc = tl.zeros([CH, NP], tl.int32)
         for j in range(0, nch):
-            m = j * CH + offs < count
-            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
+            m = j * CHR + col < cnt_l
+            ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
             if BY_INDEX:
-                ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+                ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
                 m = m & (ck == pkey)
                 v = ci.to(tl.uint32, bitcast=True)
             else:
@@ -390,9 +398,12 @@ def _kth_largest(
 
 @triton.jit
 def _compact(
-    scr_k,
-    scr_i,
-    count,
+    src_k,
+    src_i,
+    dst_k,
+    dst_i,
+    cnt_ptr,
+    total,
     kk,
     slack,
     lo_key,
@@ -401,83 +412,96 @@ def _compact(
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
 ):
-    """Shrink the ``count`` candidates at the front of the buffer to the best ones and
-    return the new threshold (key, index) and the new count.
+    """Keep the best of the ``total`` candidates (regions of ``src``, counts at
+    ``cnt_ptr``) in ``dst`` and return the new threshold (key, index) and count.
 
     The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
-    the buffer in chunks (few registers, but each chunk is a dependent round trip),
-    or, REG_SEARCH, a bisection over the keys held in registers (a step is one
-    compare-and-sum; CAP / 256 more registers per thread). Candidates with key > P survive; of
-    those tied at P, all survive while that leaves at most ``kk + slack`` (then the
-    threshold is (P, largest tied index), valid since every dropped or later-filtered
-    element has kk better survivors); otherwise exactly the lowest-index ones needed
-    (a second search, over the tied indices). ``slack = 0`` gives exactly kk."""
+    the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
+    registers (a step is one compare-and-sum; CAP / 256 more registers per thread).
+    Candidates with key > P survive; of those tied at P, all survive while that
+    leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
+    valid since every dropped or later-filtered element has kk better survivors);
+    otherwise exactly the lowest-index ones needed (a second search, over the tied
+    indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything."""
+    S: tl.constexpr = CAP // NREG
+    CHR: tl.constexpr = CH // NREG
     offs = tl.arange(0, CH)
-    nch = (count + CH - 1) // CH
-    if REG_SEARCH:
-        offs_all = tl.arange(0, CAP)
-        # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
-        keys = tl.load(scr_k + offs_all, mask=offs_all < count, other=0)
-        keys = keys.to(tl.uint32, bitcast=True)
-        pk = lo_key
-        hi = tl.max(keys, axis=0)
-        while pk < hi:  # invariant: at least kk candidates have key >= pk
-            mid = pk + (hi - pk) // 2 + 1
-            if tl.sum((keys >= mid).to(tl.int32), axis=0) >= kk:
-                pk = mid
-            else:
-                hi = mid - 1
-    else:
-        vmax = tl.zeros([CH], tl.uint32)
+    col = offs % CHR
+    cnt_l = tl.load(cnt_ptr + offs // CHR)
+    addr0 = (offs // CHR) * S + col
+    nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
+    pk = lo_key * 0
+    pi = total * 0 + 0x7FFFFFFF
+    if total > kk:
+        if REG_SEARCH:
+            offs_all = tl.arange(0, CAP)
+            m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
+            # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
+            keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+            pk = lo_key
+            hi = tl.max(keys, axis=0)
+            while pk < hi:  # invariant: at least kk candidates have key >= pk
+                mid = pk + (hi - pk) // 2 + 1
+                if tl.sum((keys >= mid).to(tl.int32), axis=0) >= kk:
+                    pk = mid
+                else:
+                    hi = mid - 1
+        else:
+            vmax = tl.zeros([CH], tl.uint32)
+            for j in range(0, nch):
+                m = j * CHR + col < cnt_l
+                ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0)
+                vmax = tl.maximum(vmax, ck.to(tl.uint32, bitcast=True))
+            hi = tl.max(vmax, axis=0)
+            pk = _kth_largest(
+                src_k, src_i, addr0, col, cnt_l, nch, kk, lo_key, hi, lo_key, False, CH, NP
+            )
+        # census at the pivot key
+        n_gt = tl.zeros([CH], tl.int32)
+        n_eq = tl.zeros([CH], tl.int32)
+        imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
+        imax = tl.full([CH], -1, tl.int32)
         for j in range(0, nch):
-            m = j * CH + offs < count
-            ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-            vmax = tl.maximum(vmax, ck)
-        hi = tl.max(vmax, axis=0)
-        pk = _kth_largest(scr_k, scr_i, count, kk, lo_key, hi, lo_key, False, CH, NP)
-    # census at the pivot key
-    n_gt = tl.zeros([CH], tl.int32)
-    n_eq = tl.zeros([CH], tl.int32)
-    imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
-    imax = tl.full([CH], -1, tl.int32)
+            m = j * CHR + col < cnt_l
+            ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+            ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
+            eq = m & (ck == pk)
+            n_gt += (m & (ck > pk)).to(tl.int32)
+            n_eq += eq.to(tl.int32)
+            imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
+            imax = tl.maximum(imax, tl.where(eq, ci, -1))
+        gt = tl.sum(n_gt, axis=0)
+        eqn = tl.sum(n_eq, axis=0)
+        ilo = tl.min(imin, axis=0)
+        pi = tl.max(imax, axis=0)
+        if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
+            pi = _kth_largest(
+                src_k,
+                src_i,
+                addr0,
+                col,
+                cnt_l,
+                nch,
+                eqn - (kk - gt) + 1,
+                ilo.to(tl.uint32),
+                pi.to(tl.uint32),
+                pk,
+                True,
+                CH,
+                NP,
+            ).to(tl.int32)
+    # survivors to the other half, dealt round-robin over its regions
+    base = total * 0
     for j in range(0, nch):
-        m = j * CH + offs < count
-        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
-        eq = m & (ck == pk)
-        n_gt += (m & (ck > pk)).to(tl.int32)
-        n_eq += eq.to(tl.int32)
-        imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
-        imax = tl.maximum(imax, tl.where(eq, ci, -1))
-    gt = tl.sum(n_gt, axis=0)
-    eqn = tl.sum(n_eq, axis=0)
-    ilo = tl.min(imin, axis=0)
-    pi = tl.max(imax, axis=0)
-    if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
-        pi = _kth_largest(
-            scr_k,
-            scr_i,
-            count,
-            eqn - (kk - gt) + 1,
-            ilo.to(tl.uint32),
-            pi.to(tl.uint32),
-            pk,
-            True,
-            CH,
-            NP,
-        ).to(tl.int32)
-    # move the survivors to the front; a chunk only writes below its own end, and
-    # the scan's barrier orders every read of the chunk before those writes
-    base = count * 0
-    for j in range(0, nch):
-        m = j * CH + offs < count
-        ck = tl.load(scr_k + j * CH + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(scr_i + j * CH + offs, mask=m, other=0)
+        m = j * CHR + col < cnt_l
+        ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
         surv = m & ((ck > pk) | ((ck == pk) & (ci <= pi)))
         s = surv.to(tl.int32)
         pos = base + tl.cumsum(s, axis=0) - 1
-        tl.store(scr_k + pos, ck.to(tl.int32, bitcast=True), mask=surv)
-        tl.store(scr_i + pos, ci, mask=surv)
+        dst = (pos % NREG) * S + pos // NREG
+        tl.store(dst_k + dst, ck.to(tl.int32, bitcast=True), mask=surv)
+        tl.store(dst_i + dst, ci, mask=surv)
         base += tl.sum(s, axis=0)
     return pk, pi, base
 
@@ -516,6 +540,7 @@ def deepselect_rows_kernel(
     stride_oi,
     cand_key_ptr,
     cand_idx_ptr,
+    cand_cnt_ptr,
     k,
     B2,
     fill_index,
@@ -535,7 +560,6 @@ def deepselect_rows_kernel(
     IDX64: tl.constexpr,
     USE_ASM: tl.constexpr,
     FILTER: tl.constexpr,
-    APPEND: tl.constexpr,
     B: tl.constexpr,
     CAP: tl.constexpr,
     KP: tl.constexpr,
@@ -548,26 +572,35 @@ def deepselect_rows_kernel(
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
     x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
-    when USE_ASM, whose filter reads them as 32-bit words); cand_*: this grid's
-    scratch ``[G, CAP]``;
-    outputs ``[rows, k]`` with their row strides. See the module docstring.
+    when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
+    scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
+    cand_cnt: ``[G, NREG]`` region counts; outputs ``[rows, k]`` with their row
+    strides. See the module docstring.
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
     into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
     row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
     row's k-th key) to time the stream without the rising threshold."""
+    S: tl.constexpr = CAP // NREG
+    LIMIT: tl.constexpr = S - B // NREG  # a region this full must compact first
+    BIG: tl.constexpr = 1 << 24  # flags a full region in the per-block count
     pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
+    scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
+    cnt_ptr = cand_cnt_ptr + pid * NREG
+    t = tl.arange(0, 256)
+    warp = t // 32
+    leader = (t % 32) == 0
+    regs = tl.arange(0, NREG)
     p_row = tl.zeros([], tl.int64)  # whole rows
-    p_filt = tl.zeros([], tl.int64)  # filter + reductions (incl. load waits)
-    p_app = tl.zeros([], tl.int64)  # scan + append of blocks with hits
+    p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
     p_fin = tl.zeros([], tl.int64)  # final compaction + output
     n_comp = tl.zeros([], tl.int64)
     n_hits = tl.zeros([], tl.int64)
     n_hitblk = tl.zeros([], tl.int64)
-    nprog = tl.num_programs(0)
-    scr_k = cand_key_ptr + pid.to(tl.int64) * CAP
-    scr_i = cand_idx_ptr + pid.to(tl.int64) * CAP
+    n_rows = tl.zeros([], tl.int64)
     for row_ in range(pid, rows, nprog):
         row = tl.cast(row_, tl.int32)  # a tensor in the interpreter too
         row64 = row.to(tl.int64)
@@ -584,17 +617,25 @@ def deepselect_rows_kernel(
         first = lo // B
         nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
         # data-independent block order (a*i + c) mod m, gcd(a, m) = 1
-        m = tl.maximum(nblk, 1).to(tl.int64)
+        m = tl.maximum(nblk, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
         h = h ^ (h >> 15)
         h = h * 0x2C1B3C6D
         h = h ^ (h >> 12)
         # a stride near m / phi^2 spreads the first blocks over the whole row (a small
-        # stride would visit neighbours first: almost sequential); hashed jitter
-        a = ((m * 2) // 5 + h.to(tl.int64) % (m // 8 + 1)) | 1
+        # stride would visit neighbours first: almost sequential); hashed jitter.
+        a = ((m * 2) // 5 + (h % (m // 8 + 1).to(tl.uint32)).to(tl.int32)) | 1
         while _gcd(a, m) != 1:
             a = a + 2
-        c = (h >> 7).to(tl.int64) % m
+        a = a % m  # < m: the next block is one add and at most one subtract away
+        ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
+        jb = ja + a
+        jb = tl.where(jb >= m, jb - m, jb)
+        jc = jb + a
+        jc = tl.where(jc >= m, jc - m, jc)
+        cur = row * 0  # the scratch half holding the candidates: 0 or CAP
+        wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
+        rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
         count = row * 0
         tk = (row * 0).to(tl.uint32)
         ti = row * 0 + 0x7FFFFFFF
@@ -602,23 +643,29 @@ def deepselect_rows_kernel(
             tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        # software prefetch: two blocks are in flight while one is filtered
-        blk_a = ((c % m).to(tl.int32) + first) * B
-        blk_b = (((a + c) % m).to(tl.int32) + first) * B
+        # software prefetch: three blocks are in flight while one is filtered
         if USE_ASM:
-            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(xw_row, blk_a, lo, hi, nblk > 0, KEY_BITS)
-            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(xw_row, blk_b, lo, hi, nblk > 1, KEY_BITS)
+            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
+                xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
+            )
+            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
+                xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
+            )
+            c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
+                xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
+            )
         for i in range(0, nblk):
-            blk_start = blk_a
-            blk_c = (((a * (i + 2) + c) % m).to(tl.int32) + first) * B
+            blk_start = (ja + first) * B
+            jd = jc + a
+            jd = tl.where(jd >= m, jd - m, jd)
             if PROFILE:
                 t0 = _clock(count)
                 c_before = count
             if USE_ASM:
-                c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                    xw_row, blk_c, lo, hi, i + 2 < nblk, KEY_BITS
+                d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
+                    xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
                 )
-                count, t_app = _filter_words(
+                wcnt = _filter_words(
                     a0,
                     a1,
                     a2,
@@ -632,64 +679,106 @@ def deepselect_rows_kernel(
                     hi,
                     tk,
                     ti,
-                    count,
-                    scr_k,
-                    scr_i,
+                    wcnt,
+                    scr_k + cur + warp * S,
+                    scr_i + cur + warp * S,
                     KEY_BITS,
                     KEY_MASK,
                     SIGN,
                     LARGEST,
                     FILTER,
-                    APPEND,
-                    PROFILE,
                 )
-                p_app += t_app
+                full = tl.where(wcnt > LIMIT, BIG, 0)
+                tot = tl.sum(tl.where(leader, wcnt + full, 0), axis=0)
                 a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
                 b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
             else:
-                count = _filter_portable(
+                rc = _filter_portable(
                     x_row,
                     blk_start,
                     lo,
                     hi,
                     tk,
                     ti,
-                    count,
-                    scr_k,
-                    scr_i,
+                    rc,
+                    scr_k + cur,
+                    scr_i + cur,
                     B,
+                    S,
                     KEY_BITS == 16,
                     KEY_MASK,
                     SIGN,
                     INF_BITS,
                     LARGEST,
                 )
-            blk_a = blk_b
-            blk_b = blk_c
+                tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
+            count = tot % BIG
+            ja = jb
+            jb = jc
+            jc = jd
             if PROFILE:
                 t1 = _clock(count)
                 p_filt += t1 - t0
                 n_hits += count - c_before
                 n_hitblk += (count > c_before).to(tl.int64)
-            if count >= k + B2:
-                # the appends are stores of other warps: order them before any read
+            if tot >= k + B2:
+                if USE_ASM:
+                    tl.store(cnt_ptr + warp, wcnt, mask=leader)
+                else:
+                    tl.store(cnt_ptr + regs, rc)
+                # the appends and counts are stores of other warps: order them first
                 tl.debug_barrier()
                 tk, ti, count = _compact(
-                    scr_k, scr_i, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH
+                    scr_k + cur,
+                    scr_i + cur,
+                    scr_k + (CAP - cur),
+                    scr_i + (CAP - cur),
+                    cnt_ptr,
+                    count,
+                    k,
+                    B2 // 2,
+                    tk,
+                    CAP,
+                    CH,
+                    NP,
+                    REG_SEARCH,
                 )
+                cur = CAP - cur
+                wcnt = (count - warp + NREG - 1) // NREG
+                rc = (count - regs + NREG - 1) // NREG
                 if PROFILE:
                     p_comp += _clock(count) - t1
                     n_comp += 1
         if PROFILE:
             t2 = _clock(count)
+        if USE_ASM:
+            tl.store(cnt_ptr + warp, wcnt, mask=leader)
+        else:
+            tl.store(cnt_ptr + regs, rc)
         tl.debug_barrier()
-        if count > k:
-            tk, ti, count = _compact(scr_k, scr_i, count, k, 0, tk, CAP, CH, NP, REG_SEARCH)
-        # ---- output: the survivors sit at scr[0:count], count <= k
+        tk, ti, count = _compact(
+            scr_k + cur,
+            scr_i + cur,
+            scr_k + (CAP - cur),
+            scr_i + (CAP - cur),
+            cnt_ptr,
+            count,
+            k,
+            0,
+            tk,
+            CAP,
+            CH,
+            NP,
+            REG_SEARCH,
+        )
+        tl.debug_barrier()
+        # ---- output: the survivors, count <= k of them, dealt over the other half
         o = tl.arange(0, KP)
         real = o < count
-        ck = tl.load(scr_k + o, mask=real, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(scr_i + o, mask=real, other=0)
+        slot = (CAP - cur) + (o % NREG) * S + o // NREG
+        ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(scr_i + slot, mask=real, other=0)
         if ORDER == 1:  # best first, ties by lower index: one descending sort
             comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
             comb = tl.sort(tl.where(real, comb, 0), descending=True)
@@ -710,14 +799,17 @@ def deepselect_rows_kernel(
             tl.store(oi_ptr + row64 * stride_oi + o, out, mask=om)
         else:
             tl.store(oi_ptr + row64 * stride_oi + o, out.to(tl.int32), mask=om)
+        # the next row's appends overwrite slots this row's output just read
+        tl.debug_barrier()
         if PROFILE:
             t3 = _clock(tl.sum(out.to(tl.int32), axis=0))
             p_fin += t3 - t2
             p_row += t3 - t_row
+            n_rows += 1
     if PROFILE:
         j = tl.arange(0, 8)
         prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt, 0)
-        prof += tl.where(j == 2, p_app, 0) + tl.where(j == 3, p_comp, 0)
-        prof += tl.where(j == 4, p_fin, 0) + tl.where(j == 5, n_comp, 0)
-        prof += tl.where(j == 6, n_hits, 0) + tl.where(j == 7, n_hitblk, 0)
+        prof += tl.where(j == 2, p_comp, 0) + tl.where(j == 3, p_fin, 0)
+        prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
+        prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
         tl.store(prof_ptr + pid * 8 + j, prof)
