@@ -79,6 +79,34 @@ def _check(failures: list, got, want, order, msg: str) -> None:
         failures.append(str(exc))
 
 
+def _one_case(c: dict, rank: int, dev: torch.device, failures: list) -> None:
+    sizes, rows = c["sizes"], c["rows"]
+    n = sum(sizes)
+    full = _rows(c["kind"], rows, n, c["dtype"], c["seed"]).to(dev)
+    start = sum(sizes[:rank])
+    shard = full[:, start : start + sizes[rank]]
+    begin = end = None
+    if c["window"]:
+        begin, end = (t.to(dev) for t in _windows(rows, n, c["seed"]))
+    kw = dict(
+        largest=c["largest"],
+        order=c["order"],
+        begin=begin,
+        end=end,
+        index_dtype=c["index_dtype"],
+    )
+    ss = sizes if c["seed"] % 2 else None  # every other case skips the size exchange
+    got = topk(shard, c["k"], dst=c["dst"], shard_sizes=ss, **kw)
+    if c["dst"] is not None and rank != c["dst"]:
+        if got is not None:
+            failures.append(f"{c['name']}: rank {rank} is not dst but got a result")
+        return
+    want = deepselect.topk_rows(full, c["k"], **kw)
+    if got[0].device != dev or got[1].dtype != c["index_dtype"]:
+        failures.append(f"{c['name']}: result on {got[0].device}, {got[1].dtype}")
+    _check(failures, got, want, c["order"], c["name"])
+
+
 def _worker(rank: int, world: int, init: str, out) -> None:
     dev = _device(rank)
     if dev.type == "cuda":
@@ -88,38 +116,17 @@ def _worker(rank: int, world: int, init: str, out) -> None:
         init_method=init,
         rank=rank,
         world_size=world,
-        timeout=datetime.timedelta(seconds=300),
+        timeout=datetime.timedelta(seconds=180),
     )
     failures: list[str] = []
     count = 0
     try:
         for c in _cases():
-            sizes, rows = c["sizes"], c["rows"]
-            n = sum(sizes)
-            full = _rows(c["kind"], rows, n, c["dtype"], c["seed"]).to(dev)
-            start = sum(sizes[:rank])
-            shard = full[:, start : start + sizes[rank]]
-            begin = end = None
-            if c["window"]:
-                begin, end = (t.to(dev) for t in _windows(rows, n, c["seed"]))
-            kw = dict(
-                largest=c["largest"],
-                order=c["order"],
-                begin=begin,
-                end=end,
-                index_dtype=c["index_dtype"],
-            )
-            ss = sizes if c["seed"] % 2 else None  # every other case skips the size exchange
-            got = topk(shard, c["k"], dst=c["dst"], shard_sizes=ss, **kw)
             count += 1
-            if c["dst"] is not None and rank != c["dst"]:
-                if got is not None:
-                    failures.append(f"{c['name']}: rank {rank} is not dst but got a result")
-                continue
-            want = deepselect.topk_rows(full, c["k"], **kw)
-            if got[0].device != dev or got[1].dtype != c["index_dtype"]:
-                failures.append(f"{c['name']}: result on {got[0].device}, {got[1].dtype}")
-            _check(failures, got, want, c["order"], c["name"])
+            try:  # a case that raises is reported; the ranks go on to the next one together
+                _one_case(c, rank, dev, failures)
+            except Exception as exc:
+                failures.append(f"{c['name']}: rank {rank} raised {type(exc).__name__}: {exc}")
 
         # an index offset tensor and a user fill on top of the global indices
         sizes = [4, 9]
