@@ -9,6 +9,9 @@
 #   GPU_TESTS_SHARDS   parallel pytest processes (default min(8, nproc / 2), at least 1)
 #   GPU_TESTS_TIMEOUT  seconds per shard (default 300)
 #   GPU_TESTS_K        optional pytest -k expression
+#   GPU_TESTS_SPLIT    "tests" (default): round-robin over test ids; "functions":
+#                      round-robin over test functions, so the parametrisations of one
+#                      function (which share kernel specialisations) compile in one shard
 #   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
 #   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
 # Exit status: 0 when every shard passed (skips allowed), 1 otherwise.
@@ -44,7 +47,21 @@ echo "collected ${#ids[@]} tests (marker '${MARK}') in $(($(date +%s) - t0)) s; 
   "timeout ${TIMEOUT} s each; Triton cache $TRITON_CACHE_DIR"
 
 for ((s = 0; s < P; s++)); do : >"$OUT/shard_$s.ids"; done
-for i in "${!ids[@]}"; do printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$((i % P)).ids"; done
+declare -A shard_of=()
+next=0
+for i in "${!ids[@]}"; do
+  if [ "${GPU_TESTS_SPLIT:-tests}" = functions ]; then
+    fn=${ids[$i]%%[*}
+    if [ -z "${shard_of[$fn]+set}" ]; then
+      shard_of[$fn]=$((next % P))
+      next=$((next + 1))
+    fi
+    s=${shard_of[$fn]}
+  else
+    s=$((i % P))
+  fi
+  printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$s.ids"
+done
 
 pids=()
 for ((s = 0; s < P; s++)); do
