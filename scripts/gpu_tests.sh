@@ -36,6 +36,15 @@ select=()
 t0=$(date +%s)
 python3 -m pytest --collect-only -q -p no:cacheprovider "${select[@]}" "${targets[@]}" \
   >"$OUT/collect.txt" 2>&1
+collect_rc=$?
+# a file that fails to import must fail the run, even though the others still run
+collect_errors=0
+if [ "$collect_rc" != 0 ] && [ "$collect_rc" != 5 ]; then
+  collect_errors=$(grep -c '^ERROR ' "$OUT/collect.txt")
+  [ "$collect_errors" -ge 1 ] 2>/dev/null || collect_errors=1
+  echo "collection failed (rc $collect_rc, $collect_errors errors):"
+  grep '^ERROR ' "$OUT/collect.txt" | head -10
+fi
 mapfile -t ids < <(grep '::' "$OUT/collect.txt")
 if [ ${#ids[@]} -eq 0 ]; then
   echo "no tests collected for marker '${MARK}' in ${targets[*]}; see $OUT/collect.txt"
@@ -104,10 +113,12 @@ for ((s = 0; s < P; s++)); do
   total_p=$((total_p + p)) total_f=$((total_f + f)) total_e=$((total_e + e))
   total_s=$((total_s + sk))
 done
+total_e=$((total_e + collect_errors))
 status=PASS
 [ "$bad" = 1 ] || [ "$total_f" -gt 0 ] || [ "$total_e" -gt 0 ] && status=FAIL
 printf 'total: %d tests  %d passed  %d failed  %d errors  %d skipped  in %d s: %s\n' \
   "${#ids[@]}" "$total_p" "$total_f" "$total_e" "$total_s" "$(($(date +%s) - t0))" "$status"
+[ "$collect_errors" != 0 ] && echo "($collect_errors collection errors: see $OUT/collect.txt)"
 if [ "$status" = FAIL ]; then
   grep -hE '^(FAILED|ERROR) ' "$OUT"/shard_*.log | head -40
   exit 1
