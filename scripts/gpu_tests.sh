@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Every test of a marker expression (default "gpu"), in P parallel pytest processes on
+# one machine. Triton compilation dominates the GPU suite (seconds per kernel
+# specialisation), so shards share one TRITON_CACHE_DIR and run side by side on the
+# same GPU(s); round-robin keeps the shards' lengths alike.
+#   bash scripts/gpu_tests.sh [test files or directories; default tests]
+# Environment:
+#   GPU_TESTS_MARK     marker expression (default "gpu"; "" selects every test)
+#   GPU_TESTS_SHARDS   parallel pytest processes (default min(8, nproc / 2), at least 1)
+#   GPU_TESTS_TIMEOUT  seconds per shard (default 300)
+#   GPU_TESTS_K        optional pytest -k expression
+#   GPU_TESTS_SPLIT    "tests" (default): round-robin over test ids; "functions":
+#                      round-robin over test functions, so the parametrisations of one
+#                      function (which share kernel specialisations) compile in one shard
+#   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
+#   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
+# Exit status: 0 when every shard passed (skips allowed), 1 otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/deepselect-triton-cache}
+mkdir -p "$TRITON_CACHE_DIR"
+MARK=${GPU_TESTS_MARK-gpu}
+TIMEOUT=${GPU_TESTS_TIMEOUT:-300}
+cores=$(nproc 2>/dev/null || echo 2)
+P=${GPU_TESTS_SHARDS:-$((cores / 2 < 8 ? cores / 2 : 8))}
+[ "$P" -ge 1 ] 2>/dev/null || P=1
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(tests)
+select=()
+[ -n "$MARK" ] && select+=(-m "$MARK")
+[ -n "${GPU_TESTS_K:-}" ] && select+=(-k "$GPU_TESTS_K")
+
+t0=$(date +%s)
+python3 -m pytest --collect-only -q -p no:cacheprovider "${select[@]}" "${targets[@]}" \
+  >"$OUT/collect.txt" 2>&1
+collect_rc=$?
+# a file that fails to import must fail the run, even though the others still run
+collect_errors=0
+if [ "$collect_rc" != 0 ] && [ "$collect_rc" != 5 ]; then
+  collect_errors=$(grep -c '^ERROR ' "$OUT/collect.txt")
+  [ "$collect_errors" -ge 1 ] 2>/dev/null || collect_errors=1
+  echo "collection failed (rc $collect_rc, $collect_errors errors):"
+  grep '^ERROR ' "$OUT/collect.txt" | head -10
+fi
+mapfile -t ids < <(grep '::' "$OUT/collect.txt")
+if [ ${#ids[@]} -eq 0 ]; then
+  echo "no tests collected for marker '${MARK}' in ${targets[*]}; see $OUT/collect.txt"
+  tail -5 "$OUT/collect.txt"
+  exit 1
+fi
+[ "$P" -gt ${#ids[@]} ] && P=${#ids[@]}
+echo "collected ${#ids[@]} tests (marker '${MARK}') in $(($(date +%s) - t0)) s; $P shards," \
+  "timeout ${TIMEOUT} s each; Triton cache $TRITON_CACHE_DIR"
+
+for ((s = 0; s < P; s++)); do : >"$OUT/shard_$s.ids"; done
+declare -A shard_of=()
+next=0
+for i in "${!ids[@]}"; do
+  if [ "${GPU_TESTS_SPLIT:-tests}" = functions ]; then
+    fn=${ids[$i]%%[*}
+    if [ -z "${shard_of[$fn]+set}" ]; then
+      shard_of[$fn]=$((next % P))
+      next=$((next + 1))
+    fi
+    s=${shard_of[$fn]}
+  else
+    s=$((i % P))
+  fi
+  printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$s.ids"
+done
+
+pids=()
+for ((s = 0; s < P; s++)); do
+  (
+    mapfile -t mine <"$OUT/shard_$s.ids"
+    # the ids were selected above: no -m here (a marker expression would re-filter them)
+    timeout --kill-after=10 "$TIMEOUT" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+      -rfE "${mine[@]}" >"$OUT/shard_$s.log" 2>&1
+    echo $? >"$OUT/shard_$s.rc"
+  ) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+
+count() { # count <word> <line>: the number before "<word>" in pytest's summary line
+  local n
+  n=$(grep -oE "[0-9]+ $1" <<<"$2" | head -1 | cut -d' ' -f1)
+  echo "${n:-0}"
+}
+total_p=0 total_f=0 total_e=0 total_s=0 bad=0
+for ((s = 0; s < P; s++)); do
+  rc=$(cat "$OUT/shard_$s.rc" 2>/dev/null || echo 1)
+  # pytest -q ends with e.g. "3 passed, 1 skipped in 2.31s" (possibly between '=' rules)
+  line=$(grep -E '[0-9]+ (passed|failed|error|errors|skipped|deselected)' "$OUT/shard_$s.log" |
+    grep -E ' in [0-9.]+s' | tail -1)
+  p=$(count passed "$line") f=$(count failed "$line") e=$(count error "$line")
+  sk=$(count skipped "$line")
+  state=ok
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    state="TIMEOUT after ${TIMEOUT} s"
+    e=$((e + 1))
+  elif [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
+    state="rc=$rc"
+    [ "$f" = 0 ] && [ "$e" = 0 ] && e=1 # a crash without a summary line still fails
+  fi
+  [ "$state" != ok ] && bad=1
+  n=$(wc -l <"$OUT/shard_$s.ids")
+  printf 'shard %d: %3d tests  %3d passed  %3d failed  %3d errors  %3d skipped  %s  (%s)\n' \
+    "$s" "$n" "$p" "$f" "$e" "$sk" "$state" "$OUT/shard_$s.log"
+  total_p=$((total_p + p)) total_f=$((total_f + f)) total_e=$((total_e + e))
+  total_s=$((total_s + sk))
+done
+total_e=$((total_e + collect_errors))
+status=PASS
+[ "$bad" = 1 ] || [ "$total_f" -gt 0 ] || [ "$total_e" -gt 0 ] && status=FAIL
+printf 'total: %d tests  %d passed  %d failed  %d errors  %d skipped  in %d s: %s\n' \
+  "${#ids[@]}" "$total_p" "$total_f" "$total_e" "$total_s" "$(($(date +%s) - t0))" "$status"
+[ "$collect_errors" != 0 ] && echo "($collect_errors collection errors: see $OUT/collect.txt)"
+if [ "$status" = FAIL ]; then
+  grep -hE '^(FAILED|ERROR) ' "$OUT"/shard_*.log | head -40
+  exit 1
+fi
+exit 0
