@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: the kernel benchmark table (every result checked first;
-# both compaction variants by default, VARIANT=default|registers|both), robustness
-# distributions in full mode (ROBUST="..."), then the GPU test suite. Logs go to $OUT
-# (or ./out); the short table is printed last.
+# One call on a GPU machine: the kernel's phase profile (PROFILE=1), the kernel
+# benchmark table (every result checked first; VARIANT=default|other|both compaction
+# key search), robustness distributions in full mode (ROBUST="..."), then the GPU
+# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all).
+# Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
+# short table is printed last.
 #   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/deepselect-triton-cache}
 mode=${1:-quick}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+if [ "${PROFILE:-0}" = 1 ]; then
+  (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick)) 2>&1 | tee "$OUT/profile.txt"
+fi
 timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
 if [ "$mode" = full ]; then
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
     timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi
-timeout ${PYTEST_TIMEOUT:-200} python3 -m pytest -q -x -m gpu tests/test_triton.py ${2:+-k "$2"} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+OUT="$OUT" GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-300} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
 echo "==== table"; cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
