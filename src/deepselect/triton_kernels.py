@@ -129,11 +129,12 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
     w = [f"${1 + c}" for c in range(WORDS)]
     out = [
         "{",
-        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel;",
+        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel, %res;",
         ".reg .b64 %pk, %pi, %off;",
         ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q;",
         "mov.b32 %mask, 0;",
-        "mov.b32 $0, $15;",
+        # $0 may share a register with an input: it is written last, after every read
+        "mov.b32 %res, $15;",
     ]
     out += [f"set.{cmp}.u32.{ty} %f{c}, {w[c]}, $9;" for c in range(WORDS)]
     out += ["or.b32 %acc, %f0, %f1;"] + [f"or.b32 %acc, %acc, %f{c};" for c in range(2, WORDS)]
@@ -170,7 +171,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
         out += [f"shfl.sync.up.b32 %t|%p, %s, {d}, 0, 0xffffffff;", "@%p add.u32 %s, %s, %t;"]
     out += [
         "shfl.sync.idx.b32 %tot, %s, 31, 31, 0xffffffff;",
-        "add.u32 $0, $15, %tot;",
+        "add.u32 %res, $15, %tot;",
         "setp.eq.u32 %p, %n, 0;",
         "@%p bra $$DONE${:uid};",
         "sub.u32 %s, %s, %n;",
@@ -206,7 +207,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
             ]
             bit += 1
         out.append(f"$$NOW{c}${{:uid}}:")
-    out += ["$$DONE${:uid}:", "}"]
+    out += ["$$DONE${:uid}:", "mov.b32 $0, %res;", "}"]
     return "\n".join(out)
 
 
