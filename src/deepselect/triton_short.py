@@ -44,6 +44,7 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -79,14 +80,17 @@ def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr):
         span = (hi - lo).to(tl.uint64)
         piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
         ge = valid[:, None] & (keys[:, None] >= piv[None, :])
-        cnt = tl.sum(ge.to(tl.int32), axis=0)  # [NP], non-increasing
-        J = tl.sum((cnt >= kk).to(tl.int32), axis=0)  # pivots still holding kk keys
-        new_lo = tl.max(tl.where(jr == J, piv, 0), axis=0)
-        new_hi = tl.max(tl.where(jr == J + 1, piv - 1, 0), axis=0)
-        new_above = tl.max(tl.where(jr == J + 1, cnt, 0), axis=0)
-        lo = tl.where(J > 0, new_lo, lo)
-        hi = tl.where(J < NP, new_hi, hi)
-        above = tl.where(J < NP, new_above, above)
+        cnt = tl.sum(ge.to(tl.int32), axis=0)  # [NP], non-increasing, pivots increasing
+        # three independent reductions over NP lanes (no dependent pivot number):
+        # the highest pivot still holding kk keys, the lowest one that does not
+        holds = cnt >= kk
+        new_lo = tl.max(tl.where(holds, piv, 0), axis=0)
+        new_hi = tl.min(tl.where(holds, 0xFFFFFFFF, piv), axis=0)
+        new_above = tl.max(tl.where(holds, -1, cnt), axis=0)
+        lo = tl.maximum(lo, new_lo)  # every pivot is > lo: 0 means none held
+        failed = new_above >= 0  # some pivot lost kk: it bounds hi (and is >= 1)
+        hi = tl.where(failed, new_hi - 1, hi)
+        above = tl.where(failed, new_above, above)
     return lo, above
 
 
@@ -132,6 +136,7 @@ def short_rows_kernel(
     NMAX: tl.constexpr,
     KP: tl.constexpr,
     NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
 ):
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
     row ``p // nseg``.
@@ -176,16 +181,21 @@ def short_rows_kernel(
             raw = raw.to(tl.uint32, bitcast=True)
         keys = K._to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
 
-    # 1. count and key range of the valid elements, in one reduction
-    nv, kmax, kmin = tl.reduce(
-        (
-            valid.to(tl.int32),
-            tl.where(valid, keys, 0).to(tl.uint32),
-            tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
-        ),
-        0,
-        _stats_combine,
-    )
+    # 1. count and key range of the valid elements
+    if FUSED_STATS:  # one block-wide reduction
+        nv, kmax, kmin = tl.reduce(
+            (
+                valid.to(tl.int32),
+                tl.where(valid, keys, 0).to(tl.uint32),
+                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
+            ),
+            0,
+            _stats_combine,
+        )
+    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
+        nv = tl.sum(valid.to(tl.int32), axis=0)
+        kmax = tl.max(tl.where(valid, keys, 0).to(tl.uint32), axis=0)
+        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
     pk, above = _pivot_search(keys, valid, nv, kmax, kmin, k, NP)
     kk = tl.minimum(k, nv)
@@ -286,6 +296,7 @@ class ShortConfig:
     programs_per_sm: int = 2
     split_rows: float = 1.0
     np_pivots: int = 8
+    fused_stats: bool | None = None  # None: fused except in the interpreter
 
 
 @dataclass(frozen=True)
@@ -309,7 +320,12 @@ class ShortPlan:
     levels: tuple[Level, ...]
     kp: int
     np_pivots: int
+    fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _next_pow2(v: int) -> int:
@@ -356,9 +372,10 @@ def short_path(
         return None
     kp = max(16, _next_pow2(k))
     np_ = cfg.np_pivots
+    fused = not _interpreting() if cfg.fused_stats is None else cfg.fused_stats
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
-        return ShortPlan("short", (Level(max(n, 1), 1, nm, False, False, _warps(nm)),), kp, np_, cfg)
+        return ShortPlan("short", (Level(max(n, 1), 1, nm, False, False, _warps(nm)),), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax or rows >= cfg.split_rows * sm_count:
         return None
@@ -369,7 +386,7 @@ def short_path(
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
     levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, cfg)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -445,6 +462,7 @@ def run_short(
         IDX64=out_indices.dtype == torch.int64,
         KP=plan.kp,
         NP=plan.np_pivots,
+        FUSED_STATS=plan.fused_stats,
     )
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
