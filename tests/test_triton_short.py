@@ -18,9 +18,9 @@ from deepselect.triton_short import ShortConfig, describe, run_short, short_path
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 SM = 4  # a pretend SM count: the split aims for 2 programs per SM
-SHORT = ShortConfig(nmax=512, min_seg=64, np_pivots=16)
-SPLIT = ShortConfig(nmax=128, min_seg=64, np_pivots=16)
-DEEP = ShortConfig(nmax=64, min_seg=32, np_pivots=16)  # several merge levels
+SHORT = ShortConfig(nmax=512, min_seg=64, np_pivots=8)
+SPLIT = ShortConfig(nmax=128, min_seg=64, np_pivots=8)
+DEEP = ShortConfig(nmax=64, min_seg=32, np_pivots=8)  # several merge levels
 
 
 def run(x, k, cfg=SHORT, sm=SM, values=True, want_kind=None, **kw):
@@ -149,7 +149,7 @@ def test_split_matches_oracle_and_unsplit(kind):
     x = make(kind, 2, 600, dtype, DEV, seed=i)
     order = list(Order)[i % 3]
     split = check(x, 12, cfg=SPLIT, want_kind="split", order=order, largest=bool(i % 2))
-    whole, _ = run(x, 12, cfg=ShortConfig(nmax=1024, np_pivots=16), want_kind="short",
+    whole, _ = run(x, 12, cfg=ShortConfig(nmax=1024, np_pivots=8), want_kind="short",
                    order=order, largest=bool(i % 2))
     same_bits(split, whole)
 
@@ -159,7 +159,7 @@ def test_split_several_merge_levels():
     plan = short_path(x, 8, TopkOptions(), SM, DEEP)
     assert plan.kind == "split" and len(plan.levels) >= 3, describe(plan)
     got = check(x, 8, cfg=DEEP, order=Order.VALUE)
-    whole, _ = run(x, 8, cfg=ShortConfig(nmax=2048, np_pivots=16), order=Order.VALUE)
+    whole, _ = run(x, 8, cfg=ShortConfig(nmax=2048, np_pivots=8), order=Order.VALUE)
     same_bits(got, whole)
 
 

@@ -65,33 +65,68 @@ def _stats_combine(n_a, max_a, min_a, n_b, max_b, min_b):
 
 
 @triton.jit
-def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr):
+def _add_pair(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _ge_word(keys, valid, lo, span, J0: tl.constexpr, NP: tl.constexpr):
+    """Flags ``key >= pivot_j`` for the pivots ``j = J0+1 .. J0+4`` as four 16-bit
+    fields of an int64 per element, so that one sum counts four pivots (a count is
+    at most NMAX <= 16384 and fits its field)."""
+    acc = tl.zeros(keys.shape, tl.int64)
+    for t in tl.static_range(4):
+        p = (lo.to(tl.uint64) + (span * (J0 + t + 1) + NP - 1) // NP).to(tl.uint32)
+        acc += (valid & (keys >= p)).to(tl.int64) << (16 * t)
+    return acc
+
+
+@triton.jit
+def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr):
     """The k-th largest valid key P and the number of valid keys above it.
 
-    If ``nv <= k`` the search is skipped (every valid element is selected; the
-    returned pair is then unused). Invariants: at least ``kk = min(k, nv)`` valid
-    keys are ``>= lo``, and ``above`` (< kk) valid keys are ``>= hi + 1``."""
-    kk = tl.minimum(k, nv)
-    jr = tl.arange(0, NP) + 1
+    Each step counts the valid keys ``>= p`` for NP (4 or 8) pivots spread over
+    ``(lo, hi]`` with ONE block-wide reduction (the counts travel packed in int64
+    words), then picks the sub-range with scalar arithmetic. If ``nv <= k`` the loop
+    is skipped (every valid element is selected; the result is then unused).
+    Invariants: at least ``kk = min(k, nv)`` valid keys are ``>= lo``, and ``above``
+    (< kk) valid keys are ``>= hi + 1``."""
+    kk = tl.minimum(k, nv).to(tl.int64)
     lo = tl.where(nv > k, kmin, kmax)
     hi = kmax
-    above = nv * 0
+    above = (nv * 0).to(tl.int64)
     while lo < hi:
         span = (hi - lo).to(tl.uint64)
-        piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
-        ge = valid[:, None] & (keys[:, None] >= piv[None, :])
-        cnt = tl.sum(ge.to(tl.int32), axis=0)  # [NP], non-increasing, pivots increasing
-        # three independent reductions over NP lanes (no dependent pivot number):
-        # the highest pivot still holding kk keys, the lowest one that does not
-        holds = cnt >= kk
-        new_lo = tl.max(tl.where(holds, piv, 0), axis=0)
-        new_hi = tl.min(tl.where(holds, 0xFFFFFFFF, piv), axis=0)
-        new_above = tl.max(tl.where(holds, -1, cnt), axis=0)
-        lo = tl.maximum(lo, new_lo)  # every pivot is > lo: 0 means none held
-        failed = new_above >= 0  # some pivot lost kk: it bounds hi (and is >= 1)
-        hi = tl.where(failed, new_hi - 1, hi)
-        above = tl.where(failed, new_above, above)
-    return lo, above
+        w0 = _ge_word(keys, valid, lo, span, 0, NP)
+        if NP == 8:
+            w1 = _ge_word(keys, valid, lo, span, 4, NP)
+            if FUSED:
+                s0, s1 = tl.reduce((w0, w1), 0, _add_pair)
+            else:
+                s0 = tl.sum(w0, axis=0)
+                s1 = tl.sum(w1, axis=0)
+        else:
+            s0 = tl.sum(w0, axis=0)
+            s1 = s0
+        new_lo = lo
+        new_hi = hi
+        new_above = above
+        # counts fall as pivots rise: the last pivot holding kk keys becomes lo, the
+        # first one losing them bounds hi (walked downwards so the lowest one wins)
+        for j in tl.static_range(NP, 0, -1):
+            p = (lo.to(tl.uint64) + (span * j + NP - 1) // NP).to(tl.uint32)
+            if j <= 4:
+                c = (s0 >> (16 * (j - 1))) & 0xFFFF
+            else:
+                c = (s1 >> (16 * (j - 5))) & 0xFFFF
+            holds = c >= kk
+            new_lo = tl.where(holds & (p > new_lo), p, new_lo)
+            new_hi = tl.where(holds, new_hi, p - 1)
+            new_above = tl.where(holds, new_above, c)
+        lo = new_lo
+        hi = new_hi
+        above = new_above
+    return lo, above.to(tl.int32)
 
 
 @triton.jit
@@ -197,7 +232,7 @@ def short_rows_kernel(
         kmax = tl.max(tl.where(valid, keys, 0).to(tl.uint32), axis=0)
         kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
-    pk, above = _pivot_search(keys, valid, nv, kmax, kmin, k, NP)
+    pk, above = _pivot_search(keys, valid, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
     take_all = nv <= k
     # 3. slots: keys above P first-come, then the lowest-index ties up to kk
@@ -295,7 +330,7 @@ class ShortConfig:
     min_seg: int = 1024
     programs_per_sm: int = 2
     split_rows: float = 1.0
-    np_pivots: int = 8
+    np_pivots: int = 8  # 4 or 8
     fused_stats: bool | None = None  # None: fused except in the interpreter
 
 
