@@ -314,24 +314,35 @@ def short_rows_kernel(
 class ShortConfig:
     """Shape limits of the register-resident path.
 
-    nmax: largest slice held in registers by one program (a power of two). 16384
-        keys are 64 32-bit registers per thread at 8 warps.
-    min_seg: smallest segment of the split path, also at least ``4 * k`` so that a
-        segment keeps at most a quarter of its elements and every merge level
-        shrinks the candidates by at least 4.
+    nmax: largest slice held in registers by one program (a power of two): the
+        longest short row and the merge group. Slices are spread 16 elements per
+        thread (ptxas, sm_90, 8 pivots: 4096 keys at 8 warps 95-128 registers,
+        8192 at 16 warps 86-112, no spills; 16384 spills even at 16 or 32 warps).
+    seg_max: longest split segment unless ``4 * k`` needs more: 4096 keeps two
+        programs of 8 warps per SM (<= 128 registers).
+    min_seg: shortest split segment; a segment is also at least ``4 * k`` long, so
+        it keeps at most a quarter of its elements and every merge level shrinks
+        the candidates by at least 4.
     programs_per_sm: programs per SM the split aims for (two resident programs per
         SM hide one another's reduction latency).
-    split_rows: the split is used while ``rows < split_rows * sm_count`` (with more
-        rows the streaming kernel already has a program per SM).
-    np_pivots: pivots per search step (a power of two).
+    split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
+        streaming program per row would leave SMs idle).
+    split_max_n: moderate rows: split at any batch while ``N <= split_max_n`` (the
+        streaming kernel's fixed cost per row, ~300 us of compactions, outweighs
+        the split's extra candidate traffic). Not yet timed.
+    np_pivots: pivots per search step, 4 or 8.
+    fused_stats: one tuple reduction for (count, max, min) — None: fused except in
+        the interpreter, which runs tuple reductions element by element.
     """
 
-    nmax: int = 16384
+    nmax: int = 8192
+    seg_max: int = 4096
     min_seg: int = 1024
     programs_per_sm: int = 2
     split_rows: float = 1.0
-    np_pivots: int = 8  # 4 or 8
-    fused_stats: bool | None = None  # None: fused except in the interpreter
+    split_max_n: int = 65536
+    np_pivots: int = 8
+    fused_stats: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -368,8 +379,9 @@ def _next_pow2(v: int) -> int:
 
 
 def _warps(nmax: int) -> int:
-    # 16 elements per thread at least: fewer threads than that only add reduction steps
-    return max(1, min(8, nmax // (32 * 16)))
+    # 16 elements per thread: more per thread spills (see ShortConfig), fewer only
+    # adds threads to every reduction
+    return max(1, min(16, nmax // (32 * 16)))
 
 
 def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
@@ -410,12 +422,15 @@ def short_path(
     fused = not _interpreting() if cfg.fused_stats is None else cfg.fused_stats
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
-        return ShortPlan("short", (Level(max(n, 1), 1, nm, False, False, _warps(nm)),), kp, np_, fused, cfg)
+        level = Level(max(n, 1), 1, nm, False, False, _warps(nm))
+        return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
-    if lmin > cfg.nmax or rows >= cfg.split_rows * sm_count:
+    if lmin > cfg.nmax:
+        return None
+    if rows >= cfg.split_rows * sm_count and n > cfg.split_max_n:
         return None
     target = cfg.programs_per_sm * sm_count
-    L = cfg.nmax
+    L = max(lmin, min(cfg.seg_max, cfg.nmax))
     while L > lmin and rows * -(-n // L) < target:
         L //= 2
     nseg = -(-n // L)
@@ -478,8 +493,14 @@ def run_short(
     raw = x.view(_RAW[x.dtype])  # same width: a view for any strides
     has_window = opt.begin is not None or opt.end is not None
     if has_window:
-        begin = opt.begin if opt.begin is not None else torch.zeros(rows, dtype=torch.int64, device=dev)
-        end = opt.end if opt.end is not None else torch.full((rows,), n, dtype=torch.int64, device=dev)
+        begin = (
+            opt.begin if opt.begin is not None else torch.zeros(rows, dtype=torch.int64, device=dev)
+        )
+        end = (
+            opt.end
+            if opt.end is not None
+            else torch.full((rows,), n, dtype=torch.int64, device=dev)
+        )
     else:
         begin = end = out_indices  # unused placeholders
     off_tensor = isinstance(opt.index_offset, torch.Tensor)
