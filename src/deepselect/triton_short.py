@@ -7,12 +7,13 @@ leaves most SMs idle). Both cases are served here by one kernel that holds a who
 slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
 
 * **short rows** (``N <= NMAX``): one program per row, one launch.
-* **split** (few long rows): level 0 cuts every row into segments of ``L`` elements,
-  one program per (row, segment), and writes each segment's exact top-k as
-  ``(key, index)`` pairs to a scratch buffer. Merge levels then read those pairs in
-  groups of ``G`` (the same kernel in candidate mode) until one group per row is left,
-  which writes the outputs. Exact, because every element of a row's top-k is in its
-  segment's top-k (and in its group's top-k at each level).
+* **split** (few long rows, or many rows of moderate length): level 0 cuts every
+  row into segments of ``L`` elements, one program per (row, segment), and writes
+  each segment's exact top-k as ``(key, index)`` pairs to a scratch buffer. Merge
+  levels then read those pairs in groups of ``G`` (the same kernel in candidate
+  mode) until one group per row is left, which writes the outputs. Exact, because
+  every element of a row's top-k is in its segment's top-k (and in its group's
+  top-k at each level).
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
@@ -482,9 +483,10 @@ def run_short(
             of ``opt.index_dtype``; any strides.
         plan: from :func:`short_path` for this shape.
 
-    >>> x = torch.randn(2, 300)
-    >>> oi = torch.empty(2, 8, dtype=torch.int32)
-    >>> run_short(x, 8, TopkOptions(), None, oi, short_path(x, 8, TopkOptions(), 4))
+    >>> x = torch.randn(2, 300, device="cuda")  # doctest: +SKIP
+    >>> oi = torch.empty(2, 8, dtype=torch.int32, device="cuda")  # doctest: +SKIP
+    >>> plan = short_path(x, 8, TopkOptions(), sm_count=132)  # doctest: +SKIP
+    >>> run_short(x, 8, TopkOptions(), None, oi, plan)  # doctest: +SKIP
     """
     rows, n = x.shape
     if rows == 0:
