@@ -135,11 +135,16 @@ def test_strided_input_and_outputs():
     assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.INDEX)
 
 
-def test_fused_stats_reduction():
-    """The one-reduction (count, max, min) variant used on the GPU."""
-    cfg = ShortConfig(nmax=64, min_seg=32, np_pivots=4, fused_stats=True)
+@pytest.mark.parametrize("np_pivots", [4, 8])
+@pytest.mark.parametrize("fused", [True, False])
+def test_search_variants(np_pivots, fused):
+    """4 or 8 pivots per step, and the one-reduction (count, max, min) and pivot
+    counts used on the GPU (the interpreter defaults to separate reductions)."""
+    cfg = ShortConfig(nmax=64, min_seg=32, np_pivots=np_pivots, fused_stats=fused)
     x = make("nan_hotspots", 1, 50, torch.bfloat16, DEV, seed=2)
     check(x, 9, cfg=cfg, largest=False)
+    x = make("bits_positive", 1, 60, torch.float32, DEV, seed=3)
+    check(x, 7, cfg=cfg, order=Order.VALUE)
 
 
 # --------------------------------------------------------------------- split path
