@@ -453,7 +453,20 @@ def describe(plan: ShortPlan | None) -> str:
 
 
 # ----------------------------------------------------------------------- the launch
-def _key_constants(dtype: torch.dtype, largest: bool) -> dict:
+def kernel_constants(
+    dtype: torch.dtype,
+    plan: ShortPlan,
+    level: Level,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: bool,
+    off_tensor: bool,
+    write_values: bool,
+    idx64: bool,
+) -> dict:
+    """The compile-time parameters of ``short_rows_kernel`` for one level of a plan
+    (the launch and a compile check without a GPU build the same kernel)."""
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     return dict(
         KEY_MASK=(1 << bits) - 1,
@@ -461,7 +474,32 @@ def _key_constants(dtype: torch.dtype, largest: bool) -> dict:
         INF_BITS=K._inf_bits(bits, dtype == torch.float16),
         LARGEST=largest,
         RAW16=bits == 16,
+        SRC_CAND=level.src_cand,
+        DST_CAND=level.dst_cand,
+        ORDER=_ORDER_CODE[Order(order)],
+        HAS_WINDOW=has_window,
+        OFF_TENSOR=off_tensor,
+        WRITE_VALUES=write_values,
+        IDX64=idx64,
+        NMAX=level.nmax,
+        KP=plan.kp,
+        NP=plan.np_pivots,
+        FUSED_STATS=plan.fused_stats,
     )
+
+
+def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
+    """Argument types of ``short_rows_kernel`` (for ``triton.compile(ASTSource(...))``)."""
+    raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
+    i32 = "i32"
+    sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
+    sig.update(end_ptr="*i64", sk_ptr="*i32", si_ptr="*i32", C=i32, dk_ptr="*i32")
+    sig.update(di_ptr="*i32", DC=i32, ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
+    for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
+        sig[name] = i32
+    sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
+    sig.update(k=i32, L=i32, nseg=i32)
+    return sig
 
 
 def run_short(
@@ -511,16 +549,13 @@ def run_short(
     fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype).view(_RAW[x.dtype])
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
-    consts = dict(
-        _key_constants(x.dtype, opt.largest),
-        ORDER=_ORDER_CODE[opt.order],
-        HAS_WINDOW=has_window,
-        OFF_TENSOR=off_tensor,
-        WRITE_VALUES=write_values,
-        IDX64=out_indices.dtype == torch.int64,
-        KP=plan.kp,
-        NP=plan.np_pivots,
-        FUSED_STATS=plan.fused_stats,
+    flags = dict(
+        largest=opt.largest,
+        order=opt.order,
+        has_window=has_window,
+        off_tensor=off_tensor,
+        write_values=write_values,
+        idx64=out_indices.dtype == torch.int64,
     )
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
@@ -558,10 +593,7 @@ def run_short(
             k,
             lv.L,
             lv.nseg,
-            SRC_CAND=lv.src_cand,
-            DST_CAND=lv.dst_cand,
-            NMAX=lv.nmax,
+            **kernel_constants(x.dtype, plan, lv, **flags),
             num_warps=lv.num_warps,
-            **consts,
         )
         src_k, src_i, c = dst_k, dst_i, dc
