@@ -358,6 +358,12 @@ class Level:
     dst_cand: bool
     num_warps: int
 
+    @property
+    def maxnreg(self) -> int | None:
+        """Register cap: 8 warps at <= 128 registers keep two programs per SM (ptxas,
+        sm_90: 128-137 registers uncapped at 4096 keys, 8 bytes of spill capped)."""
+        return 128 if self.num_warps == 8 else None
+
 
 @dataclass(frozen=True)
 class ShortPlan:
@@ -595,5 +601,6 @@ def run_short(
             lv.nseg,
             **kernel_constants(x.dtype, plan, lv, **flags),
             num_warps=lv.num_warps,
+            **({} if lv.maxnreg is None or _interpreting() else {"maxnreg": lv.maxnreg}),
         )
         src_k, src_i, c = dst_k, dst_i, dc
