@@ -319,13 +319,13 @@ class ShortConfig:
         longest short row and the merge group. Slices are spread 16 elements per
         thread (ptxas, sm_90, 8 pivots: 4096 keys at 8 warps 95-128 registers,
         8192 at 16 warps 86-112, no spills; 16384 spills even at 16 or 32 warps).
-    seg_max: longest split segment unless ``4 * k`` needs more: 4096 keeps two
-        programs of 8 warps per SM (<= 128 registers).
+    seg_max: longest split segment (unless ``4 * k`` needs more). The longest one
+        wins: at 16 elements per thread the threads in flight are fixed by N, not
+        by L, so shorter segments would only add candidates and merge levels (each
+        level is a launch and a chain of 2 + steps block reductions).
     min_seg: shortest split segment; a segment is also at least ``4 * k`` long, so
         it keeps at most a quarter of its elements and every merge level shrinks
         the candidates by at least 4.
-    programs_per_sm: programs per SM the split aims for (two resident programs per
-        SM hide one another's reduction latency).
     split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
         streaming program per row would leave SMs idle).
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n`` (the
@@ -337,9 +337,8 @@ class ShortConfig:
     """
 
     nmax: int = 8192
-    seg_max: int = 4096
+    seg_max: int = 8192
     min_seg: int = 1024
-    programs_per_sm: int = 2
     split_rows: float = 1.0
     split_max_n: int = 65536
     np_pivots: int = 8
@@ -436,10 +435,7 @@ def short_path(
         return None
     if rows >= cfg.split_rows * sm_count and n > cfg.split_max_n:
         return None
-    target = cfg.programs_per_sm * sm_count
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
-    while L > lmin and rows * -(-n // L) < target:
-        L //= 2
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
     levels += _merge_levels(rows, nseg * k, k, cfg)
