@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers import assert_same_topk, bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
@@ -198,6 +200,36 @@ def test_split_windows_and_fills():
         index_dtype=torch.int64,
         values=False,
     )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    n=st.integers(0, 300),
+    k=st.integers(1, 16),
+    kind=st.sampled_from(KINDS),
+    dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32]),
+)
+def test_random_calls(data, n, k, kind, dtype):
+    """Random shapes, windows and options through whichever plan the shape gets
+    (short rows or a split with several merge levels)."""
+    rows = data.draw(st.integers(1, 3))
+    x = make(kind, rows, n, dtype, DEV, seed=n * 31 + k)
+    kw = dict(
+        largest=data.draw(st.booleans()),
+        order=data.draw(st.sampled_from(list(Order))),
+        index_dtype=data.draw(st.sampled_from([torch.int32, torch.int64])),
+    )
+    if data.draw(st.booleans()):
+        kw["begin"] = torch.tensor(
+            data.draw(st.lists(st.integers(-5, n + 5), min_size=rows, max_size=rows)), device=DEV
+        )
+        kw["end"] = torch.tensor(
+            data.draw(st.lists(st.integers(-5, n + 5), min_size=rows, max_size=rows)), device=DEV
+        )
+    if data.draw(st.booleans()):
+        kw["index_offset"] = data.draw(st.integers(-100, 100))
+    check(x, k, cfg=data.draw(st.sampled_from([SHORT, SPLIT, DEEP])), **kw)
 
 
 # ------------------------------------------------------------------ full size, GPU
