@@ -1,0 +1,602 @@
+"""Register-resident top-k for short rows, and the split/merge path for few long rows.
+
+The streaming kernel (:mod:`deepselect.triton_kernels`) runs one program per row and
+pays a fixed cost per row for its compactions, so it is slow when rows are short
+(the fixed cost dominates) and when there are few long rows (one program per row
+leaves most SMs idle). Both cases are served here by one kernel that holds a whole
+slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
+
+* **short rows** (``N <= NMAX``): one program per row, one launch.
+* **split** (few long rows, or many rows of moderate length): level 0 cuts every
+  row into segments of ``L`` elements, one program per (row, segment), and writes
+  each segment's exact top-k as ``(key, index)`` pairs to a scratch buffer. Merge
+  levels then read those pairs in groups of ``G`` (the same kernel in candidate
+  mode) until one group per row is left, which writes the outputs. Exact, because
+  every element of a row's top-k is in its segment's top-k (and in its group's
+  top-k at each level).
+
+How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
+
+1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
+   valid element is selected and step 2 is skipped.
+2. An ``NP``-ary search for the pivot key ``P`` (the k-th largest): each step counts
+   the valid keys ``>= p`` for ``NP`` pivots spread over the remaining range ``[lo,
+   hi]`` in one reduction and keeps the sub-range holding the answer. A step divides
+   the range by ``NP + 1``: with ``NP = 8`` a 16-bit key takes at most 6 steps and a
+   32-bit key at most 11, fewer when the [min, max] range is narrow. The count of
+   keys ``> P`` falls out of the search (the count at ``hi + 1``).
+3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
+   every selected element its output slot: all keys above ``P``, then the
+   ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow element order,
+   which is index order — also in candidate mode, because every level writes its
+   selection in index order and groups are contiguous).
+4. The selection is written in index order; ``order="value"`` writes it, reads the
+   ``k`` survivors back and sorts them by (key desc, index asc).
+
+So a selection costs ``1 + steps + 1`` block-wide reductions (plus a sort for
+``order="value"``), independent of the data beyond the key range.
+
+Invalid candidates (outside a window, past the row end, or the padding of a segment
+with fewer than k valid elements) carry the index ``-1`` and are never selected.
+
+Everything about a launch is decided from shapes only (:func:`short_path`), so a call
+can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+import triton
+import triton.language as tl
+
+from . import triton_kernels as K
+from .options import Order, TopkOptions
+
+_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
+_RAW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+# ---------------------------------------------------------------------- the kernel
+@triton.jit
+def _stats_combine(n_a, max_a, min_a, n_b, max_b, min_b):
+    return n_a + n_b, tl.maximum(max_a, max_b), tl.minimum(min_a, min_b)
+
+
+@triton.jit
+def _add_pair(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _ge_word(keys, valid, lo, span, J0: tl.constexpr, NP: tl.constexpr):
+    """Flags ``key >= pivot_j`` for the pivots ``j = J0+1 .. J0+4`` as four 16-bit
+    fields of an int64 per element, so that one sum counts four pivots (a count is
+    at most NMAX <= 16384 and fits its field)."""
+    acc = tl.zeros(keys.shape, tl.int64)
+    for t in tl.static_range(4):
+        p = (lo.to(tl.uint64) + (span * (J0 + t + 1) + NP - 1) // NP).to(tl.uint32)
+        acc += (valid & (keys >= p)).to(tl.int64) << (16 * t)
+    return acc
+
+
+@triton.jit
+def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr):
+    """The k-th largest valid key P and the number of valid keys above it.
+
+    Each step counts the valid keys ``>= p`` for NP (4 or 8) pivots spread over
+    ``(lo, hi]`` with ONE block-wide reduction (the counts travel packed in int64
+    words), then picks the sub-range with scalar arithmetic. If ``nv <= k`` the loop
+    is skipped (every valid element is selected; the result is then unused).
+    Invariants: at least ``kk = min(k, nv)`` valid keys are ``>= lo``, and ``above``
+    (< kk) valid keys are ``>= hi + 1``."""
+    kk = tl.minimum(k, nv).to(tl.int64)
+    lo = tl.where(nv > k, kmin, kmax)
+    hi = kmax
+    above = (nv * 0).to(tl.int64)
+    while lo < hi:
+        span = (hi - lo).to(tl.uint64)
+        w0 = _ge_word(keys, valid, lo, span, 0, NP)
+        if NP == 8:
+            w1 = _ge_word(keys, valid, lo, span, 4, NP)
+            if FUSED:
+                s0, s1 = tl.reduce((w0, w1), 0, _add_pair)
+            else:
+                s0 = tl.sum(w0, axis=0)
+                s1 = tl.sum(w1, axis=0)
+        else:
+            s0 = tl.sum(w0, axis=0)
+            s1 = s0
+        new_lo = lo
+        new_hi = hi
+        new_above = above
+        # counts fall as pivots rise: the last pivot holding kk keys becomes lo, the
+        # first one losing them bounds hi (walked downwards so the lowest one wins)
+        for j in tl.static_range(NP, 0, -1):
+            p = (lo.to(tl.uint64) + (span * j + NP - 1) // NP).to(tl.uint32)
+            if j <= 4:
+                c = (s0 >> (16 * (j - 1))) & 0xFFFF
+            else:
+                c = (s1 >> (16 * (j - 5))) & 0xFFFF
+            holds = c >= kk
+            new_lo = tl.where(holds & (p > new_lo), p, new_lo)
+            new_hi = tl.where(holds, new_hi, p - 1)
+            new_above = tl.where(holds, new_above, c)
+        lo = new_lo
+        hi = new_hi
+        above = new_above
+    return lo, above.to(tl.int32)
+
+
+@triton.jit
+def short_rows_kernel(
+    x_ptr,
+    stride_xr,
+    stride_xc,
+    N,
+    begin_ptr,
+    end_ptr,
+    sk_ptr,
+    si_ptr,
+    C,
+    dk_ptr,
+    di_ptr,
+    DC,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    L,
+    nseg,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    SRC_CAND: tl.constexpr,
+    DST_CAND: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    IDX64: tl.constexpr,
+    NMAX: tl.constexpr,
+    KP: tl.constexpr,
+    NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
+):
+    """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
+    row ``p // nseg``.
+
+    Source (SRC_CAND=False): the raw bits of ``x`` (int16/int32 view, any strides);
+    the slice is positions ``[s*L, s*L + L)`` intersected with the row's window.
+    Source (SRC_CAND=True): candidate pairs ``sk/si [rows, C]`` (int32 keys as bits,
+    int32 indices, -1 = none); the slice is ``[s*L, s*L + L)`` of them.
+    Destination (DST_CAND=True): pairs ``dk/di [rows, DC]``, slice ``s`` at
+    ``[s*k, s*k + k)``, selection in index order, then -1 padding.
+    Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs (any strides),
+    with order, index offset and fills; needs ``nseg == 1``.
+    ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
+    pid = tl.program_id(0)
+    row = pid // nseg
+    seg = pid % nseg
+    row64 = row.to(tl.int64)
+    x_row = x_ptr + row64 * stride_xr
+    o = tl.arange(0, NMAX)
+    pos_in = seg * L + o
+    if SRC_CAND:
+        inr = (o < L) & (pos_in < C)
+        idx = tl.load(si_ptr + row64 * C + pos_in, mask=inr, other=-1)
+        keys = tl.load(sk_ptr + row64 * C + pos_in, mask=inr, other=0)
+        keys = keys.to(tl.uint32, bitcast=True)
+        valid = idx >= 0
+    else:
+        if HAS_WINDOW:
+            lo = tl.load(begin_ptr + row).to(tl.int32)
+            hi = tl.load(end_ptr + row).to(tl.int32)
+            lo = tl.minimum(tl.maximum(lo, 0), N)
+            hi = tl.maximum(tl.minimum(hi, N), lo)
+        else:
+            lo = 0
+            hi = N
+        idx = pos_in
+        valid = (o < L) & (idx >= lo) & (idx < hi)
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=valid, other=0)
+        if RAW16:
+            raw = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+        else:
+            raw = raw.to(tl.uint32, bitcast=True)
+        keys = K._to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+
+    # 1. count and key range of the valid elements
+    if FUSED_STATS:  # one block-wide reduction
+        nv, kmax, kmin = tl.reduce(
+            (
+                valid.to(tl.int32),
+                tl.where(valid, keys, 0).to(tl.uint32),
+                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
+            ),
+            0,
+            _stats_combine,
+        )
+    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
+        nv = tl.sum(valid.to(tl.int32), axis=0)
+        kmax = tl.max(tl.where(valid, keys, 0).to(tl.uint32), axis=0)
+        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
+    # 2. pivot key
+    pk, above = _pivot_search(keys, valid, nv, kmax, kmin, k, NP, FUSED_STATS)
+    kk = tl.minimum(k, nv)
+    take_all = nv <= k
+    # 3. slots: keys above P first-come, then the lowest-index ties up to kk
+    gtm = tl.where(take_all, valid, valid & (keys > pk))
+    eqm = tl.where(take_all, False, valid & (keys == pk))
+    r = kk - above
+    packed = tl.cumsum(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), axis=0)
+    c_eq = packed & 0xFFFF
+    sel = gtm | (eqm & (c_eq <= r))
+    slot = (packed >> 16) + tl.minimum(c_eq, r) - 1
+
+    q = tl.arange(0, KP)
+    if DST_CAND:
+        base = row64 * DC + seg * k
+        tl.store(dk_ptr + base + slot, keys.to(tl.int32, bitcast=True), mask=sel)
+        tl.store(di_ptr + base + slot, idx, mask=sel)
+        tl.store(di_ptr + base + q, tl.full([KP], -1, tl.int32), mask=(q >= kk) & (q < k))
+    else:
+        if OFF_TENSOR:
+            off = tl.load(off_ptr + row).to(tl.int64)
+        else:
+            off = off_scalar.to(tl.int64)
+        oi_row = oi_ptr + row64 * stride_oir
+        ov_row = ov_ptr + row64 * stride_ovr
+        if ORDER == 1:
+            # stage the selection's indices in the output, read them back as one
+            # KP vector and sort it by (key desc, index asc)
+            if IDX64:
+                tl.store(oi_row + slot.to(tl.int64) * stride_oic, idx.to(tl.int64), mask=sel)
+            else:
+                tl.store(oi_row + slot.to(tl.int64) * stride_oic, idx, mask=sel)
+            tl.debug_barrier()
+            real = q < kk
+            ci = tl.load(oi_row + q.to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
+            craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
+            if RAW16:
+                craw = craw.to(tl.uint16, bitcast=True).to(tl.uint32)
+            else:
+                craw = craw.to(tl.uint32, bitcast=True)
+            ck = K._to_key(craw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+            comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
+            comb = tl.sort(tl.where(real, comb, 0), descending=True)
+            ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+            tl.debug_barrier()  # every read of the staged indices before the rewrite
+            wm = q < k
+            out = tl.where(real, ci.to(tl.int64) + off, fill_index.to(tl.int64))
+            if IDX64:
+                tl.store(oi_row + q.to(tl.int64) * stride_oic, out, mask=wm)
+            else:
+                tl.store(oi_row + q.to(tl.int64) * stride_oic, out.to(tl.int32), mask=wm)
+            if WRITE_VALUES:
+                v = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
+                v = tl.where(real, v, fill_bits.to(v.dtype))
+                tl.store(ov_row + q.to(tl.int64) * stride_ovc, v, mask=wm)
+        else:
+            # index order is element order: the selection goes straight out
+            s64 = slot.to(tl.int64)
+            out = idx.to(tl.int64) + off
+            if IDX64:
+                tl.store(oi_row + s64 * stride_oic, out, mask=sel)
+            else:
+                tl.store(oi_row + s64 * stride_oic, out.to(tl.int32), mask=sel)
+            fm = (q >= kk) & (q < k)
+            fi = tl.full([KP], 0, tl.int64) + fill_index
+            if IDX64:
+                tl.store(oi_row + q.to(tl.int64) * stride_oic, fi, mask=fm)
+            else:
+                tl.store(oi_row + q.to(tl.int64) * stride_oic, fi.to(tl.int32), mask=fm)
+            if WRITE_VALUES:
+                # re-read (L1/L2) rather than keep the raw bits live beside the keys
+                v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
+                tl.store(ov_row + s64 * stride_ovc, v, mask=sel)
+                fv = tl.full([KP], 0, tl.int32) + fill_bits
+                tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
+
+
+# ------------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class ShortConfig:
+    """Shape limits of the register-resident path.
+
+    nmax: largest slice held in registers by one program (a power of two): the
+        longest short row and the merge group. Slices are spread 16 elements per
+        thread (ptxas, sm_90, 8 pivots: 4096 keys at 8 warps 95-128 registers,
+        8192 at 16 warps 86-112, no spills; 16384 spills even at 16 or 32 warps).
+    seg_max: longest split segment (unless ``4 * k`` needs more). The longest one
+        wins: at 16 elements per thread the threads in flight are fixed by N, not
+        by L, so shorter segments would only add candidates and merge levels (each
+        level is a launch and a chain of 2 + steps block reductions).
+    min_seg: shortest split segment; a segment is also at least ``4 * k`` long, so
+        it keeps at most a quarter of its elements and every merge level shrinks
+        the candidates by at least 4.
+    split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
+        streaming program per row would leave SMs idle).
+    split_max_n: moderate rows: split at any batch while ``N <= split_max_n`` (the
+        streaming kernel's fixed cost per row, ~300 us of compactions, outweighs
+        the split's extra candidate traffic). Not yet timed.
+    np_pivots: pivots per search step, 4 or 8.
+    fused_stats: one tuple reduction for (count, max, min) — None: fused except in
+        the interpreter, which runs tuple reductions element by element.
+    """
+
+    nmax: int = 8192
+    seg_max: int = 8192
+    min_seg: int = 1024
+    split_rows: float = 1.0
+    split_max_n: int = 65536
+    np_pivots: int = 8
+    fused_stats: bool | None = None
+
+
+@dataclass(frozen=True)
+class Level:
+    """One launch: ``nseg`` slices of ``L`` elements (or candidates) per row, held in
+    ``nmax`` registers; ``src_cand``/``dst_cand`` say where it reads and writes."""
+
+    L: int
+    nseg: int
+    nmax: int
+    src_cand: bool
+    dst_cand: bool
+    num_warps: int
+
+    @property
+    def maxnreg(self) -> int | None:
+        """Register cap: 8 warps at <= 128 registers keep two programs per SM (ptxas,
+        sm_90: 128-137 registers uncapped at 4096 keys, 8 bytes of spill capped)."""
+        return 128 if self.num_warps == 8 else None
+
+
+@dataclass(frozen=True)
+class ShortPlan:
+    """The launches of a short-row or split top-k, decided from shapes only."""
+
+    kind: str  # "short" or "split"
+    levels: tuple[Level, ...]
+    kp: int
+    np_pivots: int
+    fused_stats: bool
+    cfg: ShortConfig = field(default_factory=ShortConfig)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _next_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def _warps(nmax: int) -> int:
+    # 16 elements per thread: more per thread spills (see ShortConfig), fewer only
+    # adds threads to every reduction
+    return max(1, min(16, nmax // (32 * 16)))
+
+
+def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
+    """Candidate levels reducing ``c`` pairs per row to the final write."""
+    out = []
+    while True:
+        g = min(cfg.nmax, max(16, _next_pow2(c)))
+        nseg = -(-c // g)
+        out.append(Level(g, nseg, g, True, nseg > 1, _warps(g)))
+        if nseg == 1:
+            return out
+        c = nseg * k
+
+
+def short_path(
+    x: torch.Tensor,
+    k: int,
+    opt: TopkOptions,
+    sm_count: int,
+    cfg: ShortConfig | None = None,
+) -> ShortPlan | None:
+    """Pick the register-resident path for ``x [rows, N]``, or None when the streaming
+    kernel is the better choice (many long rows) or k is too large.
+
+    Decided from ``rows``, ``N``, ``k`` and ``sm_count`` only — never from the data
+    and without a device sync, so it is safe under CUDA-graph capture.
+
+    >>> p = short_path(torch.empty(4, 3000), 64, TopkOptions(), sm_count=132)
+    >>> describe(p)
+    'short nmax=4096'
+    """
+    cfg = cfg or ShortConfig()
+    rows, n = x.shape
+    if k > cfg.nmax or n >= 2**31 - 2**16:
+        return None
+    kp = max(16, _next_pow2(k))
+    np_ = cfg.np_pivots
+    fused = not _interpreting() if cfg.fused_stats is None else cfg.fused_stats
+    if n <= cfg.nmax:
+        nm = max(16, _next_pow2(n))
+        level = Level(max(n, 1), 1, nm, False, False, _warps(nm))
+        return ShortPlan("short", (level,), kp, np_, fused, cfg)
+    lmin = max(cfg.min_seg, _next_pow2(4 * k))
+    if lmin > cfg.nmax:
+        return None
+    if rows >= cfg.split_rows * sm_count and n > cfg.split_max_n:
+        return None
+    L = max(lmin, min(cfg.seg_max, cfg.nmax))
+    nseg = -(-n // L)
+    levels = [Level(L, nseg, L, False, True, _warps(L))]
+    levels += _merge_levels(rows, nseg * k, k, cfg)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
+
+
+def describe(plan: ShortPlan | None) -> str:
+    """One line for a benchmark table: the path and, for a split, the segment length,
+    segments per row and each merge level's group size x groups."""
+    if plan is None:
+        return "stream"
+    if plan.kind == "short":
+        return f"short nmax={plan.levels[0].nmax}"
+    first = plan.levels[0]
+    merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
+    return f"split L={first.L} seg={first.nseg} merge={merges}"
+
+
+# ----------------------------------------------------------------------- the launch
+def kernel_constants(
+    dtype: torch.dtype,
+    plan: ShortPlan,
+    level: Level,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: bool,
+    off_tensor: bool,
+    write_values: bool,
+    idx64: bool,
+) -> dict:
+    """The compile-time parameters of ``short_rows_kernel`` for one level of a plan
+    (the launch and a compile check without a GPU build the same kernel)."""
+    bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
+    return dict(
+        KEY_MASK=(1 << bits) - 1,
+        SIGN=1 << (bits - 1),
+        INF_BITS=K._inf_bits(bits, dtype == torch.float16),
+        LARGEST=largest,
+        RAW16=bits == 16,
+        SRC_CAND=level.src_cand,
+        DST_CAND=level.dst_cand,
+        ORDER=_ORDER_CODE[Order(order)],
+        HAS_WINDOW=has_window,
+        OFF_TENSOR=off_tensor,
+        WRITE_VALUES=write_values,
+        IDX64=idx64,
+        NMAX=level.nmax,
+        KP=plan.kp,
+        NP=plan.np_pivots,
+        FUSED_STATS=plan.fused_stats,
+    )
+
+
+def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
+    """Argument types of ``short_rows_kernel`` (for ``triton.compile(ASTSource(...))``)."""
+    raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
+    i32 = "i32"
+    sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
+    sig.update(end_ptr="*i64", sk_ptr="*i32", si_ptr="*i32", C=i32, dk_ptr="*i32")
+    sig.update(di_ptr="*i32", DC=i32, ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
+    for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
+        sig[name] = i32
+    sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
+    sig.update(k=i32, L=i32, nseg=i32)
+    return sig
+
+
+def run_short(
+    x: torch.Tensor,
+    k: int,
+    opt: TopkOptions,
+    out_values: torch.Tensor | None,
+    out_indices: torch.Tensor,
+    plan: ShortPlan,
+) -> None:
+    """Write the exact top-k of every row of ``x`` into the given buffers, by ``plan``.
+
+    Args:
+        x: ``[rows, N]`` bf16 / fp16 / fp32 on a CUDA device (or the CPU under
+            ``TRITON_INTERPRET=1``), any strides.
+        k: outputs per row, ``1 <= k <= plan.cfg.nmax``.
+        opt: the output options (windows, order, fills, offsets, index dtype).
+        out_values: ``[rows, k]`` of ``x.dtype`` or None; out_indices: ``[rows, k]``
+            of ``opt.index_dtype``; any strides.
+        plan: from :func:`short_path` for this shape.
+
+    >>> x = torch.randn(2, 300, device="cuda")  # doctest: +SKIP
+    >>> oi = torch.empty(2, 8, dtype=torch.int32, device="cuda")  # doctest: +SKIP
+    >>> plan = short_path(x, 8, TopkOptions(), sm_count=132)  # doctest: +SKIP
+    >>> run_short(x, 8, TopkOptions(), None, oi, plan)  # doctest: +SKIP
+    """
+    rows, n = x.shape
+    if rows == 0:
+        return
+    dev = x.device
+    raw = x.view(_RAW[x.dtype])  # same width: a view for any strides
+    has_window = opt.begin is not None or opt.end is not None
+    if has_window:
+        begin = (
+            opt.begin if opt.begin is not None else torch.zeros(rows, dtype=torch.int64, device=dev)
+        )
+        end = (
+            opt.end
+            if opt.end is not None
+            else torch.full((rows,), n, dtype=torch.int64, device=dev)
+        )
+    else:
+        begin = end = out_indices  # unused placeholders
+    off_tensor = isinstance(opt.index_offset, torch.Tensor)
+    off_ptr = opt.index_offset if off_tensor else out_indices
+    off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
+    fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype).view(_RAW[x.dtype])
+    write_values = out_values is not None
+    ov = out_values.view(_RAW[x.dtype]) if write_values else raw
+    flags = dict(
+        largest=opt.largest,
+        order=opt.order,
+        has_window=has_window,
+        off_tensor=off_tensor,
+        write_values=write_values,
+        idx64=out_indices.dtype == torch.int64,
+    )
+    src_k = src_i = out_indices  # unused until a level writes candidates
+    c = 0
+    for lv in plan.levels:
+        if lv.dst_cand:
+            dc = lv.nseg * k
+            dst_k = torch.empty((rows, dc), dtype=torch.int32, device=dev)
+            dst_i = torch.empty((rows, dc), dtype=torch.int32, device=dev)
+        else:
+            dc = 0
+            dst_k = dst_i = out_indices
+        short_rows_kernel[(rows * lv.nseg,)](
+            raw,
+            x.stride(0),
+            x.stride(1),
+            n,
+            begin,
+            end,
+            src_k,
+            src_i,
+            c,
+            dst_k,
+            dst_i,
+            dc,
+            ov,
+            out_indices,
+            ov.stride(0) if write_values else 0,
+            ov.stride(1) if write_values else 0,
+            out_indices.stride(0),
+            out_indices.stride(1),
+            off_ptr,
+            off_scalar,
+            opt.fill_index,
+            int(fill.item()),
+            k,
+            lv.L,
+            lv.nseg,
+            **kernel_constants(x.dtype, plan, lv, **flags),
+            num_warps=lv.num_warps,
+            **({} if lv.maxnreg is None or _interpreting() else {"maxnreg": lv.maxnreg}),
+        )
+        src_k, src_i, c = dst_k, dst_i, dc

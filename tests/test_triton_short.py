@@ -1,0 +1,258 @@
+"""The register-resident short-row kernel and its split/merge path, exactly.
+
+Without a GPU the kernel runs in Triton's interpreter with a small register slice
+(``ShortConfig(nmax=...)``) so that rows of a few hundred elements already take the
+split path with several segments and merge levels; with a GPU (marker ``gpu``) the
+production plan runs at full size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same_topk, bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deepselect import TopkOptions, oracle_topk
+from deepselect.distributions import KINDS, make
+from deepselect.options import Order
+from deepselect.triton_short import ShortConfig, describe, run_short, short_path
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+SM = 4  # a pretend SM count: the split aims for 2 programs per SM
+SHORT = ShortConfig(nmax=512, min_seg=64)
+SPLIT = ShortConfig(nmax=128, seg_max=128, min_seg=64)
+DEEP = ShortConfig(nmax=64, seg_max=64, min_seg=32)  # several merge levels
+
+
+def run(x, k, cfg=SHORT, sm=SM, values=True, want_kind=None, **kw):
+    opt = TopkOptions(**kw)
+    rows = x.shape[0]
+    plan = short_path(x, k, opt, sm, cfg)
+    assert plan is not None
+    if want_kind is not None:
+        assert plan.kind == want_kind, describe(plan)
+    ov = torch.full((rows, k), 123.0, dtype=x.dtype, device=x.device) if values else None
+    oi = torch.full((rows, k), -77, dtype=opt.index_dtype, device=x.device)
+    run_short(x, k, opt, ov, oi, plan)
+    return (ov, oi), opt
+
+
+def check(x, k, **kw):
+    got, opt = run(x, k, **kw)
+    want = oracle_topk(x, k, opt)
+    if got[0] is None:
+        want = (None, want[1])
+    assert_same_topk(got, want, opt.order)
+    return got
+
+
+def same_bits(a, b):
+    """Bit-for-bit equal outputs, position by position."""
+    assert torch.equal(a[1].cpu(), b[1].cpu())
+    if a[0] is not None:
+        assert torch.equal(bits(a[0].cpu()), bits(b[0].cpu()))
+
+
+# ------------------------------------------------------------------------- the plan
+def test_plan_short_rows():
+    opt = TopkOptions()
+    for n in (0, 1, 300, 8192):
+        p = short_path(torch.empty(4096, n), 512, opt, 132)
+        assert p.kind == "short" and len(p.levels) == 1
+        assert p.levels[0].nmax >= n and not p.levels[0].dst_cand
+    assert describe(short_path(torch.empty(1, 3000), 64, opt, 132)) == "short nmax=4096"
+
+
+def test_plan_split_and_stream():
+    opt = TopkOptions()
+    p = short_path(torch.empty(1, 2**20), 2048, opt, 132)
+    assert p.kind == "split"
+    first = p.levels[0]
+    assert first.nseg * first.L >= 2**20 and first.L >= 4 * 2048
+    assert p.levels[-1].nseg == 1 and not p.levels[-1].dst_cand
+    assert all(lv.src_cand and lv.L <= 8192 for lv in p.levels[1:])
+    assert "split" in describe(p)
+    # few rows fill the GPU with segments
+    p6 = short_path(torch.empty(6, 2**20), 512, opt, 132)
+    assert 6 * p6.levels[0].nseg >= 2 * 132
+    # many moderate rows: split too; many long rows: the streaming kernel
+    assert short_path(torch.empty(4096, 30000), 512, opt, 132).kind == "split"
+    assert short_path(torch.empty(4096, 2**20), 512, opt, 132) is None
+    # k too large for the register slice
+    assert short_path(torch.empty(1, 2**20), 4096, opt, 132) is None
+    assert short_path(torch.empty(1, 100), 20000, opt, 132) is None
+    assert describe(None) == "stream"
+
+
+# ------------------------------------------------------------------ short rows
+@pytest.mark.parametrize("kind", KINDS)
+def test_distributions_short(kind):
+    i = KINDS.index(kind)
+    dtype = [torch.bfloat16, torch.float32, torch.float16][i % 3]
+    x = make(kind, 2, 300, dtype, DEV, seed=i)
+    check(x, 40, largest=bool(i % 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("order", list(Order))
+def test_orders_and_index_dtypes(dtype, order):
+    x = make("distinct32", 2, 200, dtype, DEV, seed=3)
+    check(x, 33, order=order, largest=order is not Order.INDEX)
+    check(x, 17, order=order, index_dtype=torch.int64, values=False, largest=False)
+
+
+@pytest.mark.parametrize("n", [0, 1, 39, 40, 41])
+def test_lengths_around_k(n):
+    x = make("normal", 2, n, torch.float32, DEV, seed=n)
+    check(x, 40, order=Order.VALUE if n % 2 else Order.NONE)
+    check(x, 40, order=Order.INDEX, fill_value=7.0, fill_index=-3, index_offset=5)
+
+
+def test_windows_offsets_fills():
+    x = make("distinct4096", 5, 300, torch.bfloat16, DEV, seed=5)
+    begin = torch.tensor([0, 10, 250, -5, 120], device=DEV)
+    end = torch.tensor([300, 40, 400, 3, 120], device=DEV)  # clamped; empty; short
+    off = torch.tensor([0, 100, -7, 2**20, 1], device=DEV)
+    check(x, 32, begin=begin, end=end, index_offset=off, fill_value=-1.5, fill_index=-9)
+    check(x, 32, begin=begin, order=Order.VALUE, index_offset=3)
+    check(x, 32, end=end, order=Order.INDEX, largest=False, index_dtype=torch.int64)
+
+
+def test_k_range():
+    x = make("distinct4096", 2, 400, torch.float32, DEV, seed=9)
+    for k in (1, 2, 255, 399, 400, 512):
+        check(x, k)
+
+
+def test_strided_input_and_outputs():
+    base = make("normal", 300, 3, torch.float32, DEV, seed=4)
+    x = base.t()  # [3, 300], column stride 3
+    got, opt = run(x, 20, order=Order.VALUE)
+    assert_same_topk(got, oracle_topk(x.contiguous(), 20, opt), Order.VALUE)
+    opt = TopkOptions(order=Order.INDEX)
+    ov = torch.zeros((20, 3), dtype=x.dtype, device=DEV).t()
+    oi = torch.zeros((20, 3), dtype=torch.int32, device=DEV).t()
+    run_short(x, 20, opt, ov, oi, short_path(x, 20, opt, SM, SHORT))
+    assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.INDEX)
+
+
+@pytest.mark.parametrize("np_pivots", [4, 8])
+@pytest.mark.parametrize("fused", [True, False])
+def test_search_variants(np_pivots, fused):
+    """4 or 8 pivots per step, and the one-reduction (count, max, min) and pivot
+    counts used on the GPU (the interpreter defaults to separate reductions)."""
+    cfg = ShortConfig(nmax=64, min_seg=32, np_pivots=np_pivots, fused_stats=fused)
+    x = make("nan_hotspots", 1, 50, torch.bfloat16, DEV, seed=2)
+    check(x, 9, cfg=cfg, largest=False)
+    x = make("bits_positive", 1, 60, torch.float32, DEV, seed=3)
+    check(x, 7, cfg=cfg, order=Order.VALUE)
+
+
+# --------------------------------------------------------------------- split path
+@pytest.mark.parametrize("kind", KINDS)
+def test_split_matches_oracle_and_unsplit(kind):
+    i = KINDS.index(kind)
+    dtype = [torch.bfloat16, torch.float32][i % 2]
+    x = make(kind, 1, 500, dtype, DEV, seed=i)
+    order = list(Order)[i % 3]
+    split = check(x, 12, cfg=SPLIT, sm=2, want_kind="split", order=order, largest=bool(i % 2))
+    whole, _ = run(
+        x, 12, cfg=ShortConfig(nmax=1024), want_kind="short", order=order, largest=bool(i % 2)
+    )
+    same_bits(split, whole)
+
+
+def test_split_several_merge_levels():
+    x = make("distinct32", 1, 700, torch.float32, DEV, seed=1)
+    plan = short_path(x, 8, TopkOptions(), SM, DEEP)
+    assert plan.kind == "split" and len(plan.levels) >= 3, describe(plan)
+    got = check(x, 8, cfg=DEEP, order=Order.VALUE)
+    whole, _ = run(x, 8, cfg=ShortConfig(nmax=2048), order=Order.VALUE)
+    same_bits(got, whole)
+
+
+def test_split_windows_and_fills():
+    """Segments outside a window, and rows with fewer than k valid elements overall."""
+    x = make("staircase", 3, 700, torch.bfloat16, DEV, seed=8)
+    begin = torch.tensor([0, 130, 600], device=DEV)
+    end = torch.tensor([700, 390, 605], device=DEV)  # the last row: 5 < k valid
+    off = torch.tensor([1, 2, 3], device=DEV)
+    check(
+        x,
+        12,
+        cfg=SPLIT,
+        want_kind="split",
+        begin=begin,
+        end=end,
+        index_offset=off,
+        fill_index=-2,
+        fill_value=0.25,
+    )
+    check(
+        x,
+        12,
+        cfg=SPLIT,
+        begin=begin,
+        end=end,
+        order=Order.VALUE,
+        largest=False,
+        index_dtype=torch.int64,
+        values=False,
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    n=st.integers(0, 300),
+    k=st.integers(1, 16),
+    kind=st.sampled_from(KINDS),
+    dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32]),
+)
+def test_random_calls(data, n, k, kind, dtype):
+    """Random shapes, windows and options through whichever plan the shape gets
+    (short rows or a split with several merge levels)."""
+    rows = data.draw(st.integers(1, 3))
+    x = make(kind, rows, n, dtype, DEV, seed=n * 31 + k)
+    kw = dict(
+        largest=data.draw(st.booleans()),
+        order=data.draw(st.sampled_from(list(Order))),
+        index_dtype=data.draw(st.sampled_from([torch.int32, torch.int64])),
+    )
+    if data.draw(st.booleans()):
+        kw["begin"] = torch.tensor(
+            data.draw(st.lists(st.integers(-5, n + 5), min_size=rows, max_size=rows)), device=DEV
+        )
+        kw["end"] = torch.tensor(
+            data.draw(st.lists(st.integers(-5, n + 5), min_size=rows, max_size=rows)), device=DEV
+        )
+    if data.draw(st.booleans()):
+        kw["index_offset"] = data.draw(st.integers(-100, 100))
+    check(x, k, cfg=data.draw(st.sampled_from([SHORT, SPLIT, DEEP])), **kw)
+
+
+# ------------------------------------------------------------------ full size, GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n", [(1, 2**20), (6, 2**20), (4096, 4096), (1, 4096), (3, 100_000)])
+@pytest.mark.parametrize("k", [512, 2048])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_full_size(rows, n, k, dtype):
+    x = make("normal", rows, n, dtype, "cuda", seed=rows + k)
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    for order in (Order.NONE, Order.VALUE):
+        opt = TopkOptions(order=order)
+        plan = short_path(x, k, opt, sm)
+        assert plan is not None, (rows, n, k)
+        ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+        oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+        run_short(x, k, opt, ov, oi, plan)
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), order, describe(plan))
+
+
+@pytest.mark.gpu
+def test_gpu_ties_and_windows():
+    x = make("distinct32", 4, 2**20, torch.bfloat16, "cuda", seed=1)
+    begin = torch.tensor([0, 1000, 500_000, 7], device="cuda")
+    end = torch.tensor([2**20, 900_000, 500_100, 8], device="cuda")
+    check(x, 512, cfg=ShortConfig(), sm=132, begin=begin, end=end, order=Order.INDEX)
