@@ -51,8 +51,10 @@ def sm_mhz() -> float:
         return 1980.0
 
 
-def variants(dtype, k):
+def variants(dtype, k, quick=False):
     base = launch_config(dtype, k)
+    if quick:
+        return {"default": (base, False), "preset": (base, True)}
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
@@ -91,7 +93,7 @@ def main() -> None:
         kth = {key: q.to(torch.int32) for key, q in kth.items()}
         grid = min(rows, 2 * _sm_count(0))
         shape = f"{dts} {rows}x{n} k={k} {order}"
-        for name, (cfg, use_preset) in variants(dtype, k).items():
+        for name, (cfg, use_preset) in variants(dtype, k, a.quick).items():
             if name == "other" and cfg == launch_config(dtype, k):
                 continue
 

@@ -3,6 +3,7 @@
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
 # key search), robustness distributions in full mode (ROBUST="..."), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all).
+# SHORT=1 adds the few/short-rows table, BENCH=1 `deepselect bench --quick` with plots.
 # Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
 # short table is printed last.
 #   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
@@ -18,6 +19,12 @@ if [ "${PROFILE:-0}" = 1 ]; then
   (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick)) 2>&1 | tee "$OUT/profile.txt"
 fi
 timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+if [ "${SHORT:-0}" = 1 ]; then
+  (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py) 2>&1 | tee "$OUT/short.txt"
+fi
+if [ "${BENCH:-0}" = 1 ]; then
+  timeout ${BENCH_TIMEOUT:-100} python3 -m deepselect bench --quick --csv "$OUT/bench.csv" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -30
+fi
 if [ "$mode" = full ]; then
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
     timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
@@ -25,3 +32,4 @@ if [ "$mode" = full ]; then
 fi
 OUT="$OUT" GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-300} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
 echo "==== table"; cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
+[ -f "$OUT/short.txt" ] && cat "$OUT/short.txt"

@@ -1,0 +1,85 @@
+"""Few rows and short rows on a GPU: the register-resident short/split path beside
+the streaming kernel and torch.topk, in one run (every result checked first).
+
+    python benchmarks/short_table.py [--repeats 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from kernel_table import DT, check, copies_for, draw, time_ms
+
+from deepselect.options import TopkOptions
+from deepselect.triton_backend import _sm_count, run_triton
+from deepselect.triton_short import describe, run_short, short_path
+
+SHAPES = [  # dtype, batch, N, k
+    ("bf16", 1, 1 << 20, 512),
+    ("bf16", 6, 1 << 20, 512),
+    ("bf16", 6, 1 << 16, 512),
+    ("bf16", 256, 1 << 16, 512),
+    ("bf16", 4096, 4096, 512),
+    ("bf16", 1, 4096, 512),
+    ("fp32", 6, 129_280, 512),
+]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=20)
+    a = p.parse_args()
+    sm = _sm_count(0)
+    print(
+        f"{'shape':24s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} {'topk ms':>8s} "
+        f"{'empty ms':>8s} | {'x topk':>6s} {'TB/s':>5s} chk"
+    )
+    empty = torch.empty(0, device="cuda")
+    for dts, rows, n, k in SHAPES:
+        dtype = DT[dts]
+        esz = torch.finfo(dtype).bits // 8
+        nbytes = rows * n * esz
+        inputs = [draw("normal", rows, n, dtype, s) for s in range(copies_for(nbytes))]
+        opt = TopkOptions()
+        plan = short_path(inputs[0], k, opt, sm)
+
+        def out(x, k=k):
+            return (
+                torch.empty((x.shape[0], k), dtype=x.dtype, device="cuda"),
+                torch.empty((x.shape[0], k), dtype=torch.int32, device="cuda"),
+            )
+
+        def stream(x, k=k, opt=opt):
+            v, i = out(x)
+            run_triton(x, k, opt, v, i, grid=min(x.shape[0], 2 * sm))
+            return v, i
+
+        def short(x, k=k, opt=opt, plan=plan):
+            v, i = out(x)
+            run_short(x, k, opt, v, i, plan)
+            return v, i
+
+        status = "-"
+        t_short = float("nan")
+        if plan is not None:
+            status = check(inputs[0], k, "none", *short(inputs[0]))
+            t_short = time_ms(short, inputs, a.repeats)
+        s2 = check(inputs[0], k, "none", *stream(inputs[0]))
+        t_stream = time_ms(stream, inputs, a.repeats)
+        t_topk = time_ms(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
+        t_empty = time_ms(lambda x: empty.zero_(), inputs, a.repeats)
+        best = min(t for t in (t_short, t_stream) if t == t)
+        tb = (nbytes + rows * k * (esz + 4)) / (best * 1e-3) / 1e12
+        print(
+            f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
+            + f" {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} {t_topk:8.3f} "
+            f"{t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
+            flush=True,
+        )
+        del inputs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
