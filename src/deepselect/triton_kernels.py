@@ -30,6 +30,8 @@ only block-wide step per block is one sum of the region counts (the trigger).
 
 from __future__ import annotations
 
+from functools import cache
+
 import triton
 import triton.language as tl
 
@@ -107,6 +109,7 @@ def _inf_bits(bits: int, fp16: bool) -> int:
     return 0x7C00 if fp16 else 0x7F80
 
 
+@cache  # built once: the string is a compile-time constant of every launch
 def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
     """One thread's share of the block filter, with its warp's hits appended.
 
