@@ -165,6 +165,14 @@ def run_triton(
     rows, n = x.shape
     if rows == 0:
         return
+    if config is None and grid is None:  # short rows, or too few rows to fill the GPU
+        from .triton_short import run_short, short_path
+
+        sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
+        plan = short_path(x, k, opt, sm)
+        if plan is not None:
+            run_short(x, k, opt, out_values, out_indices, plan)
+            return
     if k > MAX_FAST_K or n >= 2**31 - 2**16:
         from .api import _run_oracle  # exact, sort-based
 

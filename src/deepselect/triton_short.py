@@ -328,9 +328,9 @@ class ShortConfig:
         the candidates by at least 4.
     split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
         streaming program per row would leave SMs idle).
-    split_max_n: moderate rows: split at any batch while ``N <= split_max_n`` (the
-        streaming kernel's fixed cost per row, ~300 us of compactions, outweighs
-        the split's extra candidate traffic). Not yet timed.
+    split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
+        (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
+        the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
     np_pivots: pivots per search step, 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -340,7 +340,7 @@ class ShortConfig:
     seg_max: int = 8192
     min_seg: int = 1024
     split_rows: float = 1.0
-    split_max_n: int = 65536
+    split_max_n: int = 0
     np_pivots: int = 8
     fused_stats: bool | None = None
 
