@@ -4,8 +4,7 @@ For each shape and launch variant, prints the measured time (normal build) and, 
 the profiling build (SM cycle counters around each phase, 128 registers so that two
 programs still fit per SM), the mean per row of: the whole row, filtering (load waits,
 the compare, placing hits, the per-block count), compactions inside the stream, the
-final compaction + output; and compactions and candidates left for the final one
-per row.
+final compaction + output; and compactions, hits and blocks with hits per row.
 ``preset`` starts every row at its true k-th key: the stream with a perfect
 threshold, no rising and (almost) no compaction.
 
@@ -35,7 +34,7 @@ SHAPES = [  # dtype, batch, N, k, order
     ("fp32", 256, 129_280, 512, "value"),
 ]
 QUICK = [SHAPES[1], SHAPES[2], SHAPES[5]]
-FIELDS = ["row", "filter", "compact", "final", "n_comp", "candidates", "-", "rows"]
+FIELDS = ["row", "filter", "compact", "final", "n_comp", "hits", "hit_blocks", "rows"]
 
 
 def sm_mhz() -> float:
@@ -79,7 +78,7 @@ def main() -> None:
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
     hdr = (
         f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
-        f"{'compact':>7s} {'final':>6s} | {'comp':>4s} {'cands':>6s} {'-':>6s} chk"
+        f"{'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
     for dts, rows, n, k, order in QUICK if a.quick else SHAPES:

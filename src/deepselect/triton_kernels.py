@@ -529,49 +529,6 @@ def _clock(dep):
 
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
-def _asm_step(
-    w0, w1, w2, w3, w4, w5, w6, w7, j, live, first, lo, hi,
-    tk, ti, wcnt, cur, scr_k, scr_i, cnt_ptr, k, B2,
-    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
-    LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, PROFILE: tl.constexpr,
-):  # fmt: skip
-    """Filter one block (block ``j`` of the row; nothing if not ``live``) into the
-    warps' regions of half ``cur`` and compact when the buffer is due. Returns the
-    threshold, the counts, the half and (PROFILE) the cycles spent compacting."""
-    S: tl.constexpr = CAP // NREG
-    LIMIT: tl.constexpr = S - B // NREG  # a region this full must compact first
-    BIG: tl.constexpr = 1 << 24  # flags a full region in the block's sum
-    t = tl.arange(0, 256)
-    warp = t // 32
-    leader = (t % 32) == 0
-    wlo = tl.where(live, lo, 0)  # an empty window: a dead block has no hits
-    whi = tl.where(live, hi, 0)
-    wcnt = _filter_words(
-        w0, w1, w2, w3, w4, w5, w6, w7, (j + first) * B, wlo, whi, tk, ti, wcnt,
-        scr_k + cur + warp * S, scr_i + cur + warp * S,
-        KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
-    )  # fmt: skip
-    tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
-    count = tot % BIG
-    pc = tl.zeros([], tl.int64)
-    if tot >= k + B2:
-        if PROFILE:
-            pc -= _clock(tot)
-        tl.store(cnt_ptr + warp, wcnt, mask=leader)
-        tl.debug_barrier()  # the other warps' appends and counts first
-        tk, ti, count = _compact(
-            scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-            cnt_ptr, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH,
-        )  # fmt: skip
-        cur = CAP - cur
-        wcnt = (count - warp + NREG - 1) // NREG
-        if PROFILE:
-            pc += _clock(count)
-    return tk, ti, wcnt, cur, count, pc
-
-
-@triton.jit
 def deepselect_rows_kernel(
     x_ptr,
     stride_x,
@@ -645,8 +602,8 @@ def deepselect_rows_kernel(
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
     p_fin = tl.zeros([], tl.int64)  # final compaction + output
     n_comp = tl.zeros([], tl.int64)
-    n_hits = tl.zeros([], tl.int64)  # candidates left before the final compaction
-    n_hitblk = tl.zeros([], tl.int64)  # unused
+    n_hits = tl.zeros([], tl.int64)
+    n_hitblk = tl.zeros([], tl.int64)
     n_rows = tl.zeros([], tl.int64)
     for row_ in range(pid, rows, nprog):
         row = tl.cast(row_, tl.int32)  # a tensor in the interpreter too
@@ -690,10 +647,8 @@ def deepselect_rows_kernel(
             tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
+        # software prefetch: three blocks are in flight while one is filtered
         if USE_ASM:
-            # Three register sets, each refilled right after it is filtered: a load is
-            # first read three blocks later. (Rotating one set through the others
-            # would read each load in the next iteration: the copy waits for it.)
             a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
                 xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
             )
@@ -703,52 +658,49 @@ def deepselect_rows_kernel(
             c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
                 xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
             )
-            for g in range(0, (nblk + 2) // 3):
-                i0 = tl.cast(g, tl.int32) * 3
-                tk, ti, wcnt, cur, count, pc = _asm_step(
-                    a0, a1, a2, a3, a4, a5, a6, a7, ja, i0 < nblk, first, lo, hi,
-                    tk, ti, wcnt, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                    PROFILE,
-                )  # fmt: skip
-                p_comp += pc
-                n_comp += (pc != 0).to(tl.int64)
-                ja = jc + a
-                ja = tl.where(ja >= m, ja - m, ja)
-                a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                    xw_row, (ja + first) * B, lo, hi, i0 + 3 < nblk, KEY_BITS
+        for i in range(0, nblk):
+            blk_start = (ja + first) * B
+            jd = jc + a
+            jd = tl.where(jd >= m, jd - m, jd)
+            if PROFILE:
+                t0 = _clock(count)
+                c_before = count
+            if USE_ASM:
+                d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
+                    xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
                 )
-                tk, ti, wcnt, cur, count, pc = _asm_step(
-                    b0, b1, b2, b3, b4, b5, b6, b7, jb, i0 + 1 < nblk, first, lo, hi,
-                    tk, ti, wcnt, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                    PROFILE,
-                )  # fmt: skip
-                p_comp += pc
-                n_comp += (pc != 0).to(tl.int64)
-                jb = ja + a
-                jb = tl.where(jb >= m, jb - m, jb)
-                b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                    xw_row, (jb + first) * B, lo, hi, i0 + 4 < nblk, KEY_BITS
+                wcnt = _filter_words(
+                    a0,
+                    a1,
+                    a2,
+                    a3,
+                    a4,
+                    a5,
+                    a6,
+                    a7,
+                    blk_start,
+                    lo,
+                    hi,
+                    tk,
+                    ti,
+                    wcnt,
+                    scr_k + cur + warp * S,
+                    scr_i + cur + warp * S,
+                    KEY_BITS,
+                    KEY_MASK,
+                    SIGN,
+                    LARGEST,
+                    FILTER,
                 )
-                tk, ti, wcnt, cur, count, pc = _asm_step(
-                    c0, c1, c2, c3, c4, c5, c6, c7, jc, i0 + 2 < nblk, first, lo, hi,
-                    tk, ti, wcnt, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                    PROFILE,
-                )  # fmt: skip
-                p_comp += pc
-                n_comp += (pc != 0).to(tl.int64)
-                jc = jb + a
-                jc = tl.where(jc >= m, jc - m, jc)
-                c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                    xw_row, (jc + first) * B, lo, hi, i0 + 5 < nblk, KEY_BITS
-                )
-        else:
-            for _i in range(0, nblk):
+                full = tl.where(wcnt > LIMIT, BIG, 0)
+                tot = tl.sum(tl.where(leader, wcnt + full, 0), axis=0)
+                a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
+            else:
                 rc = _filter_portable(
                     x_row,
-                    (ja + first) * B,
+                    blk_start,
                     lo,
                     hi,
                     tk,
@@ -764,34 +716,46 @@ def deepselect_rows_kernel(
                     INF_BITS,
                     LARGEST,
                 )
-                ja = ja + a
-                ja = tl.where(ja >= m, ja - m, ja)
                 tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
-                count = tot % BIG
-                if tot >= k + B2:
+            count = tot % BIG
+            ja = jb
+            jb = jc
+            jc = jd
+            if PROFILE:
+                t1 = _clock(count)
+                p_filt += t1 - t0
+                n_hits += count - c_before
+                n_hitblk += (count > c_before).to(tl.int64)
+            if tot >= k + B2:
+                if USE_ASM:
+                    tl.store(cnt_ptr + warp, wcnt, mask=leader)
+                else:
                     tl.store(cnt_ptr + regs, rc)
-                    tl.debug_barrier()  # the appends and counts first
-                    tk, ti, count = _compact(
-                        scr_k + cur,
-                        scr_i + cur,
-                        scr_k + (CAP - cur),
-                        scr_i + (CAP - cur),
-                        cnt_ptr,
-                        count,
-                        k,
-                        B2 // 2,
-                        tk,
-                        CAP,
-                        CH,
-                        NP,
-                        REG_SEARCH,
-                    )
-                    cur = CAP - cur
-                    rc = (count - regs + NREG - 1) // NREG
+                # the appends and counts are stores of other warps: order them first
+                tl.debug_barrier()
+                tk, ti, count = _compact(
+                    scr_k + cur,
+                    scr_i + cur,
+                    scr_k + (CAP - cur),
+                    scr_i + (CAP - cur),
+                    cnt_ptr,
+                    count,
+                    k,
+                    B2 // 2,
+                    tk,
+                    CAP,
+                    CH,
+                    NP,
+                    REG_SEARCH,
+                )
+                cur = CAP - cur
+                wcnt = (count - warp + NREG - 1) // NREG
+                rc = (count - regs + NREG - 1) // NREG
+                if PROFILE:
+                    p_comp += _clock(count) - t1
+                    n_comp += 1
         if PROFILE:
             t2 = _clock(count)
-            p_filt += t2 - t_row  # minus the compactions, below
-            n_hits += count
         if USE_ASM:
             tl.store(cnt_ptr + warp, wcnt, mask=leader)
         else:
@@ -848,7 +812,7 @@ def deepselect_rows_kernel(
             n_rows += 1
     if PROFILE:
         j = tl.arange(0, 8)
-        prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt - p_comp, 0)
+        prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt, 0)
         prof += tl.where(j == 2, p_comp, 0) + tl.where(j == 3, p_fin, 0)
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
