@@ -21,8 +21,8 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 # Tiny blocks and buffers: many blocks, many compactions and chunk tests on small rows.
 SMALL = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16)
-# The same with groups of 5: prefilter groups that straddle nothing, partial last groups.
-SMALL5 = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16, group=5)
+# Groups of 5 (partial last groups in every block), widened to 10 and 20 early on.
+SMALL5 = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16, group=5, wide=4, spread=1)
 
 # dtype -> (unsigned numpy type, signed numpy type, signed torch view, bits of +inf)
 _RAW = {

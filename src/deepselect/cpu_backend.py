@@ -57,6 +57,8 @@ class CpuConfig:
     min_segment: int = 65536  #: shortest row segment worth a thread of its own
     seed: int = 0x5EED  #: seed of the block order (data-independent)
     group: int = 0  #: elements per prefilter test; 0: 128 bytes' worth
+    wide: int = 8  #: wide groups of up to this many groups once hits are sparse
+    spread: int = 4  #: widen while a wide group expects at most 1/spread hits
 
 
 CONFIG = CpuConfig()
@@ -301,13 +303,13 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                   outk, outi, outv):  # fmt: skip
     """Exact top-k of row positions [lo, hi), element j at src[off + j].
 
-    ck/ci/sk/si ([max(k + B2, warmup) + g] at least) and hist ([256]) are scratch. Writes
-    min(k, hi - lo) candidates (any order) to outk/outi and their raw bits to outv
-    (read here, while the row is still in cache); returns that count.
+    ck/ci/sk/si ([max(k + B2, warmup) + widest group] at least) and hist ([1024]) are
+    scratch. Writes min(k, hi - lo) candidates (any order) to outk/outi and their raw
+    bits to outv (read here, while the row is still in cache); returns that count.
     """
     sign, absmask, inf, flip, nanval = consts[0], consts[1], consts[2], consts[3], consts[4]
     kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
-    block, b2, warm, g = cfg[0], cfg[1], cfg[2], cfg[3]
+    block, b2, warm, g, gmax, spread = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
     largest = flip == T(0)
     fm, fa, fb = 0, T(0), T(0)  # prefilter of the threshold, see _bound
     n = hi - lo
@@ -331,21 +333,33 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
         b = (a * i + c) % m
         p = off + lo + b * block  # position in src
         pend = min(p + block, off + hi)
+        # Wider groups once hits are sparse (about k / seen per element): one reduction
+        # per wide group costs far less than per narrow one, and a wide group that
+        # holds a hit is narrowed down by the same test at the narrow width.
+        wide = g
+        while wide < gmax and 2 * wide * k * spread <= i * block:
+            wide *= 2
         while p < pend:
             if have:
-                p = _skip(src, p, pend, g, T, S, fm, fa, fb)
+                p = _skip(src, p, pend, wide, T, S, fm, fa, fb)
                 if p >= pend:
                     break
-                q = min(p + g, pend)
-                for t in range(p, q):  # the group holding a hit (or the last, partial one)
-                    u = src[t]
-                    if _passes(u, T, S, fm, fa, fb):
-                        kk = _key(u, T, sign, absmask, inf, flip, nanval)
-                        j = t - off
-                        if kk > tk or (kk == tk and j < ti):
-                            ck[cnt] = kk
-                            ci[cnt] = j
-                            cnt += 1
+                q = min(p + wide, pend)
+                while p < q:
+                    p = _skip(src, p, q, g, T, S, fm, fa, fb)
+                    if p >= q:
+                        break
+                    r = min(p + g, q)
+                    for t in range(p, r):  # a group holding a hit (or a last, partial one)
+                        u = src[t]
+                        if _passes(u, T, S, fm, fa, fb):
+                            kk = _key(u, T, sign, absmask, inf, flip, nanval)
+                            j = t - off
+                            if kk > tk or (kk == tk and j < ti):
+                                ck[cnt] = kk
+                                ci[cnt] = j
+                                cnt += 1
+                    p = r
             else:  # threshold still -inf: everything is a candidate
                 q = min(p + g, pend)
                 for t in range(q - p):
@@ -373,7 +387,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
 def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, S, consts, cfg, seed, candk,
                     candi, candv, count):  # fmt: skip
     """Tasks t0..t1-1 = (row, segment): exact top-k into candk/candi/candv[task], count[task]."""
-    cap = max(k + cfg[1], cfg[2]) + cfg[3]  # scratch shared by this thread's tasks
+    cap = max(k + cfg[1], cfg[2]) + max(cfg[3], cfg[4])  # scratch shared by this thread's tasks
     ck = np.empty(cap, data.dtype)
     ci = np.empty(cap, np.int64)
     sk = np.empty(cap, data.dtype)
@@ -464,6 +478,18 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, ca
             outi[r, j] = fill_index
             if has_values:
                 outv[r, j] = fill_bits
+
+
+@njit(cache=True, nogil=True)
+def _stage_rows(r0, r1, data, rowbase, es, begin, end, k, T, S, consts, cfg, seed, candk,
+                candi, candv, count, order, offsets, has_values, fill_bits, fill_index, outv,
+                outi):  # fmt: skip
+    """Unsplit rows r0..r1-1: both stages in one task, so a call hands work to each
+    thread once (waking a thread on a busy machine can cost a scheduler time slice)."""
+    _stage_segments(r0, r1, data, rowbase, es, begin, end, 1, k, T, S, consts, cfg, seed, candk,
+                    candi, candv, count)  # fmt: skip
+    _stage_merge(r0, r1, data, rowbase, es, 1, k, T, consts, candk, candi, candv, count, order,
+                 offsets, has_values, fill_bits, fill_index, outv, outi)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -568,7 +594,14 @@ def run_cpu(
         dtype=utype,
     )
     cfg = np.array(
-        [config.block, max(config.b2_min, k // 2), config.warmup, group],
+        [
+            config.block,
+            max(config.b2_min, k // 2),
+            config.warmup,
+            group,
+            group * max(1, config.wide),
+            max(1, config.spread),
+        ],
         dtype=np.int64,
     )
     nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
@@ -593,9 +626,6 @@ def run_cpu(
     candi = np.empty((tasks, kk), dtype=np.int64)
     candv = np.empty((tasks, kk), dtype=utype)
     count = np.empty(tasks, dtype=np.int64)
-    _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, S, consts, cfg,
-              config.seed, candk, candi, candv, count)  # fmt: skip
-
     direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
     oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
     has_values = out_values is not None
@@ -612,8 +642,16 @@ def run_cpu(
         fill_bits = utype(0)
         ov = np.empty((1, 1), dtype=utype)
     order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
-    _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count,
-              order, offsets, has_values, fill_bits, np.int64(opt.fill_index), ov, oi)  # fmt: skip
+    fill_index = np.int64(opt.fill_index)
+    if nseg == 1:
+        _parallel(_stage_rows, rows, data, rowbase, es, begin, end, k, T, S, consts, cfg,
+                  config.seed, candk, candi, candv, count, order, offsets, has_values, fill_bits,
+                  fill_index, ov, oi)  # fmt: skip
+    else:
+        _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, S, consts,
+                  cfg, config.seed, candk, candi, candv, count)  # fmt: skip
+        _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv,
+                  count, order, offsets, has_values, fill_bits, fill_index, ov, oi)  # fmt: skip
     if not direct_i:
         out_indices.copy_(torch.from_numpy(oi))
     if has_values and not direct_v:
