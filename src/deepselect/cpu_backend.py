@@ -113,9 +113,9 @@ def _bound(u, T, S, largest, sign, absmask, inf):
 @njit(cache=True, nogil=True)
 def _passes(u, T, S, mode, a, b):
     if mode == 0:
-        return S(u) >= S(a) or u > b
+        return (S(u) >= S(a)) | (u > b)
     if mode == 1:
-        return u <= a or u > b
+        return (u <= a) | (u > b)
     if mode == 2:
         return u >= a
     return S(u) <= S(a)
@@ -346,9 +346,10 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                     break
                 q = min(p + wide, pend)
                 while p < q:
-                    p = _skip(src, p, q, g, T, S, fm, fa, fb)
-                    if p >= q:
-                        break
+                    if wide > g:  # narrow down; a narrow group was just tested
+                        p = _skip(src, p, q, g, T, S, fm, fa, fb)
+                        if p >= q:
+                            break
                     r = min(p + g, q)
                     for t in range(p, r):  # a group holding a hit (or a last, partial one)
                         u = src[t]
