@@ -41,14 +41,14 @@ __all__ = ["CpuConfig", "CONFIG", "run_cpu"]
 class CpuConfig:
     """Tuning of the CPU backend (element counts).
 
-    Measured on a 2-core AMD EPYC (Zen 3, AVX2), fp32 / bf16 rows of 129K and 1M,
-    k = 512, one thread: the block size hardly matters from 2K to 1M elements (8K keeps
-    the random order fine-grained); a first window of 4K beats 16K (a compaction costs
-    ~2.5 ns per candidate, and the first one sees the whole window); B2 = 256 beats
-    1024 (a staler threshold admits more hits than the extra compactions cost). What
-    is left is the key-and-max scan (~0.45 ns per element, about one core's share of
-    the memory bandwidth for fp32) and ~50-80 ns per group that holds a hit (about
-    k ln(N / warmup) of them per row).
+    Measured on a 2-core AMD EPYC (AVX2), fp32 / bf16 rows of 129K and 1M, k = 512, one
+    thread, on a shared machine (differences under ~5% are noise there): block size,
+    first window (2K-16K) and B2 (128-512) all within noise. The prefilter scan of
+    cached data costs ~0.5 ns per fp32 element with groups of 32 and ~0.15 ns with
+    groups of 256 (the reduction's fixed cost per group); from memory both read at
+    about one core's share of the bandwidth. What is left is the hit path: ~60-100 ns
+    per group that holds a hit (about k ln(N / warmup) of them per row) and ~5 ns per
+    candidate per compaction (~4 us for k + B2 = 768).
     """
 
     block: int = 8192  #: B: elements per block of the random block order
@@ -64,9 +64,10 @@ class CpuConfig:
 CONFIG = CpuConfig()
 
 # ---------------------------------------------------------------------------
-# JIT kernels. `T` is the unsigned key type (np.uint16 / np.uint32 / np.uint64),
-# passed as a number class so that every key operation stays in that width (numba
-# would otherwise widen to 64 bits and halve the SIMD lanes).
+# JIT kernels. `T` is the unsigned key type (np.uint16 / np.uint32 / np.uint64) and
+# `S` the signed type of the same width, passed as number classes so that every
+# operation stays in that width (numba would otherwise widen to 64 bits and cut the
+# SIMD lanes).
 # ---------------------------------------------------------------------------
 
 
