@@ -130,49 +130,46 @@ def _skip(src, p, pend, g, T, S, mode, a, b):
     The hot loop: one or two integer min/max reductions per group, no stores. The
     group length g is a run-time value on purpose: LLVM's loop vectoriser then turns
     the reduction into SIMD (a constant trip count is fully unrolled first and stays
-    scalar, since Numba leaves the SLP vectoriser off).
+    scalar, since Numba leaves the SLP vectoriser off). Unsigned indices: a signed one
+    costs a wrap-around test per element, a slice a reference count per group.
     """
     lo_s = S(T(T(~T(0)) >> T(1)) + T(1))  # smallest signed value
     hi_s = S(T(~T(0)) >> T(1))
     if mode == 0:
         sa = S(a)
         while p + g <= pend:
-            v = src[p : p + g]
             ms = lo_s
             mu = T(0)
             for t in range(g):
-                ms = max(ms, S(v[t]))
-                mu = max(mu, v[t])
+                ms = max(ms, S(src[np.uint64(p + t)]))
+                mu = max(mu, src[np.uint64(p + t)])
             if ms >= sa or mu > b:
                 return p
             p += g
     elif mode == 1:
         while p + g <= pend:
-            v = src[p : p + g]
             mn = T(~T(0))
             mu = T(0)
             for t in range(g):
-                mn = min(mn, v[t])
-                mu = max(mu, v[t])
+                mn = min(mn, src[np.uint64(p + t)])
+                mu = max(mu, src[np.uint64(p + t)])
             if mn <= a or mu > b:
                 return p
             p += g
     elif mode == 2:
         while p + g <= pend:
-            v = src[p : p + g]
             mu = T(0)
             for t in range(g):
-                mu = max(mu, v[t])
+                mu = max(mu, src[np.uint64(p + t)])
             if mu >= a:
                 return p
             p += g
     else:
         sa = S(a)
         while p + g <= pend:
-            v = src[p : p + g]
             ms = hi_s
             for t in range(g):
-                ms = min(ms, S(v[t]))
+                ms = min(ms, S(src[np.uint64(p + t)]))
             if ms <= sa:
                 return p
             p += g
@@ -353,7 +350,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                             break
                     r = min(p + g, q)
                     for t in range(p, r):  # a group holding a hit (or a last, partial one)
-                        u = src[t]
+                        u = src[np.uint64(t)]
                         if _passes(u, T, S, fm, fa, fb):
                             kk = _key(u, T, sign, absmask, inf, flip, nanval)
                             j = t - off
