@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import time
 
@@ -28,23 +29,33 @@ CASES = [
 ]
 
 
-def _median_ms(fn, repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
+def _medians_ms(fns, repeats: int, warmup: int) -> list[float]:
+    """Median time of each function, the functions timed in turn within every repeat so
+    that a change of machine load hits all of them alike (the machine may be shared)."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        for fn, ts in zip(fns, times, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 def run_case(rows, n, k, dtype, sort, kind, repeats, warmup):
     x = distributions.make(kind, rows, n, dtype, seed=1)
     order = "value" if sort else "none"
-    ours = _median_ms(lambda: topk_rows(x, k, order=order), repeats, warmup)
-    ref = _median_ms(lambda: torch.topk(x, k, dim=1, sorted=sort), repeats, warmup)
-    amax = _median_ms(lambda: x.amax(dim=1), repeats, warmup)
+    ours, ref, amax = _medians_ms(
+        [
+            lambda: topk_rows(x, k, order=order),
+            lambda: torch.topk(x, k, dim=1, sorted=sort),
+            lambda: x.amax(dim=1),
+        ],
+        repeats,
+        warmup,
+    )
     return {
         "shape": f"{rows}x{n} k={k}{' sorted' if sort else ''}",
         "dtype": str(dtype).removeprefix("torch."),
@@ -88,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
-    print(f"wrote {args.csv} ({torch.get_num_threads()} threads)")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"wrote {args.csv} ({torch.get_num_threads()} threads, load average {load:.2f})")
 
 
 if __name__ == "__main__":
