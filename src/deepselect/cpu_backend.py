@@ -479,18 +479,6 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, ca
                 outv[r, j] = fill_bits
 
 
-@njit(cache=True, nogil=True)
-def _stage_rows(r0, r1, data, rowbase, es, begin, end, k, T, S, consts, cfg, seed, candk,
-                candi, candv, count, order, offsets, has_values, fill_bits, fill_index, outv,
-                outi):  # fmt: skip
-    """Unsplit rows r0..r1-1: both stages in one task, so a call hands work to each
-    thread once (waking a thread on a busy machine can cost a scheduler time slice)."""
-    _stage_segments(r0, r1, data, rowbase, es, begin, end, 1, k, T, S, consts, cfg, seed, candk,
-                    candi, candv, count)  # fmt: skip
-    _stage_merge(r0, r1, data, rowbase, es, 1, k, T, consts, candk, candi, candv, count, order,
-                 offsets, has_values, fill_bits, fill_index, outv, outi)  # fmt: skip
-
-
 # ---------------------------------------------------------------------------
 # Host side
 # ---------------------------------------------------------------------------
@@ -643,9 +631,16 @@ def run_cpu(
     order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
     fill_index = np.int64(opt.fill_index)
     if nseg == 1:
-        _parallel(_stage_rows, rows, data, rowbase, es, begin, end, k, T, S, consts, cfg,
-                  config.seed, candk, candi, candv, count, order, offsets, has_values, fill_bits,
-                  fill_index, ov, oi)  # fmt: skip
+        # Both stages in one task per thread: a call hands work to each thread once
+        # (waking a thread on a busy machine can cost a scheduler time slice).
+        def rows_task(r0: int, r1: int) -> None:
+            _stage_segments(r0, r1, data, rowbase, es, begin, end, 1, k, T, S, consts, cfg,
+                            config.seed, candk, candi, candv, count)  # fmt: skip
+            _stage_merge(r0, r1, data, rowbase, es, 1, k, T, consts, candk, candi, candv,
+                         count, order, offsets, has_values, fill_bits, fill_index, ov,
+                         oi)  # fmt: skip
+
+        _parallel(rows_task, rows)
     else:
         _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, S, consts,
                   cfg, config.seed, candk, candi, candv, count)  # fmt: skip
