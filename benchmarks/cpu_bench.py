@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import time
 
@@ -28,23 +29,45 @@ CASES = [
 ]
 
 
-def _median_ms(fn, repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
+def _medians_ms(fns, repeats: int, warmup: int, interleave: bool = True) -> list[float]:
+    """Median time of each function in ms.
+
+    Interleaved (default): the functions are timed in turn within every repeat, so a
+    change of machine load hits all of them alike, and each call follows a call of
+    another function, as in a pipeline. Right after a torch op its OpenMP worker
+    keeps spinning for a few ms (unless ``OMP_WAIT_POLICY=PASSIVE``) and takes CPU
+    time from whatever runs next. Sequential: all repeats of one function, then the
+    next; each function then follows itself.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
+    plan = (
+        [i for _ in range(repeats) for i in range(len(fns))]
+        if interleave
+        else [i for i in range(len(fns)) for _ in range(repeats)]
+    )
+    for i in plan:
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        fns[i]()
+        times[i].append(time.perf_counter() - t0)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
-def run_case(rows, n, k, dtype, sort, kind, repeats, warmup):
+def run_case(rows, n, k, dtype, sort, kind, repeats, warmup, interleave=True):
     x = distributions.make(kind, rows, n, dtype, seed=1)
     order = "value" if sort else "none"
-    ours = _median_ms(lambda: topk_rows(x, k, order=order), repeats, warmup)
-    ref = _median_ms(lambda: torch.topk(x, k, dim=1, sorted=sort), repeats, warmup)
-    amax = _median_ms(lambda: x.amax(dim=1), repeats, warmup)
+    ours, ref, amax = _medians_ms(
+        [
+            lambda: topk_rows(x, k, order=order),
+            lambda: torch.topk(x, k, dim=1, sorted=sort),
+            lambda: x.amax(dim=1),
+        ],
+        repeats,
+        warmup,
+        interleave,
+    )
     return {
         "shape": f"{rows}x{n} k={k}{' sorted' if sort else ''}",
         "dtype": str(dtype).removeprefix("torch."),
@@ -65,6 +88,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (incl. JIT)")
     p.add_argument("--kind", default="normal", choices=distributions.KINDS, help="input data")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="all repeats of one function before the next (default: in turn)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -76,7 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     print(head)
     print("-" * len(head))
     for rows, n, k, dtype, sort in CASES:
-        r = run_case(rows, n, k, dtype, sort, args.kind, args.repeats, args.warmup)
+        r = run_case(
+            rows, n, k, dtype, sort, args.kind, args.repeats, args.warmup, not args.sequential
+        )
         results.append(r)
         print(
             f"{r['shape']:<26} {r['dtype']:<9} {r['deepselect_ms']:>13.3f} "
@@ -88,7 +118,13 @@ def main(argv: list[str] | None = None) -> None:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
-    print(f"wrote {args.csv} ({torch.get_num_threads()} threads)")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    mode = "sequential" if args.sequential else "interleaved"
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
+    print(
+        f"wrote {args.csv} ({torch.get_num_threads()} threads, {mode}, "
+        f"OMP_WAIT_POLICY {wait}, load average {load:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("numba")
 
 from helpers import assert_same_topk, bits  # noqa: E402
+from numba import njit  # noqa: E402
 
 from deepselect import distributions  # noqa: E402
 from deepselect.api import make_options, topk_rows  # noqa: E402
-from deepselect.cpu_backend import CpuConfig, run_cpu  # noqa: E402
+from deepselect.cpu_backend import CpuConfig, _bound, _passes, run_cpu  # noqa: E402
+from deepselect.keys import to_keys  # noqa: E402
 from deepselect.oracle import oracle_topk  # noqa: E402
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 # Tiny blocks and buffers: many blocks, many compactions and chunk tests on small rows.
 SMALL = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16)
+# Groups of 5 (partial last groups in every block), widened to 10 and 20 early on.
+SMALL5 = CpuConfig(block=96, b2_min=16, warmup=64, min_segment=16, group=5, wide=4, spread=1)
+
+# dtype -> (unsigned numpy type, signed numpy type, signed torch view, bits of +inf)
+_RAW = {
+    torch.bfloat16: (np.uint16, np.int16, torch.int16, 0x7F80),
+    torch.float16: (np.uint16, np.int16, torch.int16, 0x7C00),
+    torch.float32: (np.uint32, np.int32, torch.int32, 0x7F800000),
+    torch.float64: (np.uint64, np.int64, torch.int64, 0x7FF0000000000000),
+}
 
 
 def _run(x, k, segments=None, config=None, values=True, **kw):
@@ -41,7 +54,7 @@ def _check(x, k, segments=None, config=None, **kw):
 @pytest.mark.parametrize("kind", distributions.KINDS)
 def test_every_kind(kind, dtype):
     x = distributions.make(kind, 3, 3001, dtype, seed=7)
-    for config in (None, SMALL):
+    for config in (None, SMALL, SMALL5):
         _check(x, 40, config=config, order="value")
         _check(x, 40, config=config, order="none", largest=False)
 
@@ -155,3 +168,89 @@ def test_public_entry_point_dispatches_here():
     empty = torch.empty(0, 10)
     v, i = topk_rows(empty, 4)
     assert v.shape == (0, 4) and i.shape == (0, 4)
+
+
+def _special_patterns(dtype):
+    """Bit patterns (as unsigned ints) of every kind of value the prefilter separates:
+    NaNs of both signs and payloads, +-inf, +-0, the smallest and largest subnormals,
+    +-1 and the largest finite values."""
+    _, _, _, inf = _RAW[dtype]
+    bits = torch.finfo(dtype).bits
+    sign = 1 << (bits - 1)
+    one = int(torch.tensor(1.0, dtype=dtype).view(_RAW[dtype][2]).item()) & (2 * sign - 1)
+    mant = (inf & -inf) - 1  # largest subnormal: every mantissa bit below the exponent
+    base = [inf + 1, inf | (inf >> 1), sign - 1, inf, 0, 1, mant, one, inf - 1]
+    return sorted({b for p in base for b in (p, p | sign)})
+
+
+def _as_tensor(patterns, dtype):
+    utype, _, itype, _ = _RAW[dtype]
+    raw = np.array(patterns, dtype=utype).view(np.dtype(utype().dtype.name[1:]))
+    return torch.from_numpy(raw.copy()).view(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("largest", [True, False])
+def test_prefilter_never_drops_a_reaching_key(dtype, largest):
+    """Every element whose key reaches the threshold's passes the raw-bit prefilter;
+    the only extra elements it lets through are NaNs. 16-bit: all 65536 patterns
+    against thresholds at every special value and random patterns."""
+    utype, stype, _, inf = _RAW[dtype]
+    bits = torch.finfo(dtype).bits
+    sign = 1 << (bits - 1)
+    g = np.random.default_rng(bits + largest)
+    special = _special_patterns(dtype)
+    hi = (1 << bits) - 1
+    if bits == 16:
+        xs = np.arange(1 << 16, dtype=np.uint64)
+    else:
+        xs = g.integers(0, hi, 60000, dtype=np.uint64, endpoint=True)
+    xs = np.concatenate([np.array(special, dtype=np.uint64), xs]).astype(utype)
+    ts = np.concatenate(
+        [np.array(special, dtype=np.uint64), g.integers(0, hi, 300, dtype=np.uint64, endpoint=True)]
+    ).astype(utype)
+    xt, tt = _as_tensor(xs, dtype), _as_tensor(ts, dtype)
+    xk = to_keys(xt, largest).numpy()
+    tk = to_keys(tt, largest).numpy()
+    nan = torch.isnan(xt).numpy()
+    miss, extra, passed = _prefilter_errors(
+        ts, xs, tk, xk, nan, utype, stype, largest, utype(sign), utype(sign - 1), utype(inf)
+    )
+    assert miss == 0, f"{miss} elements reaching the threshold were dropped"
+    assert extra == 0, f"{extra} non-NaN elements below the threshold passed"
+    assert 0 < passed < ts.size * xs.size  # the prefilter does filter
+
+
+@njit(cache=False)
+def _prefilter_errors(ts, xs, tkeys, xkeys, xnan, T, S, largest, sign, absmask, inf):
+    miss = extra = passed = 0
+    for i in range(ts.size):
+        fm, fa, fb = _bound(ts[i], T, S, largest, sign, absmask, inf)
+        for j in range(xs.size):
+            ok = _passes(xs[j], T, S, fm, fa, fb)
+            want = xkeys[j] >= tkeys[i]
+            passed += ok
+            miss += want and not ok
+            extra += ok and not want and not xnan[j]
+    return miss, extra, passed
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("largest", [True, False])
+def test_thresholds_on_special_values(dtype, largest):
+    """Rows drawn from a few special values, so that the running threshold sits on a
+    NaN, +-inf, +-0, a subnormal or a negative value, with long runs of ties."""
+    special = _special_patterns(dtype)
+    g = torch.Generator().manual_seed(len(special))
+    pools = [
+        special,  # everything
+        [p for p in special if p >> (torch.finfo(dtype).bits - 1)],  # sign bit set only
+        [p for p in special if not p >> (torch.finfo(dtype).bits - 1)],  # sign bit clear
+    ]
+    for pool in pools:
+        vals = _as_tensor(pool, dtype)
+        x = vals[torch.randint(0, len(pool), (3, 2500), generator=g)]
+        x[2, :2000] = _as_tensor([special[-1]], dtype)  # mostly one NaN (or the top)
+        for k in (1, 30, 700):
+            for config in (SMALL, SMALL5):
+                _check(x, k, config=config, order="value", largest=largest)

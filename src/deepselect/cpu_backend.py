@@ -11,10 +11,13 @@ also raises ``T``. Rows shorter than the thread count are split into segments; e
 segment's exact top-k is taken and the segments are merged by the same select, which
 is exact because every element of the row's top-k is in its segment's top-k.
 
-The hot loop (:func:`_skip`) is branch-light and stores nothing: the keys of a group
-of 32 elements are reduced to their maximum (vectorised), one compare per group. Only
-a group whose maximum reaches ``T``'s key is looked at again, as a 32-bit hit mask
-walked hit by hit (find-first-set), so the append work scales with the hits.
+The hot loop (:func:`_skip`) is branch-light and stores nothing: it compares raw bit
+patterns, not keys. From the threshold's own bits :func:`_bound` derives a prefilter of
+one or two integer min/max reductions per group of ``g`` elements (128 bytes; signed
+order for positive floats, unsigned for negative ones, NaNs of both signs caught above
++-inf) that every element reaching the threshold's key passes. Only a group that passes
+is walked element by element, and only elements passing the prefilter get the exact
+key test, so the key work scales with the hits.
 
 Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 (``cache=True``), so a new process loads the machine code instead of recompiling.
@@ -28,7 +31,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from numba import njit
-from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .options import Order, TopkOptions
 
@@ -39,14 +41,14 @@ __all__ = ["CpuConfig", "CONFIG", "run_cpu"]
 class CpuConfig:
     """Tuning of the CPU backend (element counts).
 
-    Measured on a 2-core AMD EPYC (Zen 3, AVX2), fp32 / bf16 rows of 129K and 1M,
-    k = 512, one thread: the block size hardly matters from 2K to 1M elements (8K keeps
-    the random order fine-grained); a first window of 4K beats 16K (a compaction costs
-    ~2.5 ns per candidate, and the first one sees the whole window); B2 = 256 beats
-    1024 (a staler threshold admits more hits than the extra compactions cost). What
-    is left is the key-and-max scan (~0.45 ns per element, about one core's share of
-    the memory bandwidth for fp32) and ~50-80 ns per group that holds a hit (about
-    k ln(N / warmup) of them per row).
+    Measured on a 2-core AMD EPYC (AVX2), fp32 / bf16 rows of 129K and 1M, k = 512, one
+    thread, on a shared machine (differences under ~5% are noise there): block size,
+    first window (2K-16K) and B2 (128-512) all within noise. The prefilter scan of
+    cached data costs ~0.5 ns per fp32 element with groups of 32 and ~0.15 ns with
+    groups of 256 (the reduction's fixed cost per group); from memory both read at
+    about one core's share of the bandwidth. What is left is the hit path: ~60-100 ns
+    per group that holds a hit (about k ln(N / warmup) of them per row) and ~5 ns per
+    candidate per compaction (~4 us for k + B2 = 768).
     """
 
     block: int = 8192  #: B: elements per block of the random block order
@@ -54,19 +56,18 @@ class CpuConfig:
     warmup: int = 4096  #: first compaction once this many candidates (at least k + B2)
     min_segment: int = 65536  #: shortest row segment worth a thread of its own
     seed: int = 0x5EED  #: seed of the block order (data-independent)
+    group: int = 0  #: elements per prefilter test; 0: 128 bytes' worth
+    wide: int = 8  #: wide groups of up to this many groups once hits are sparse
+    spread: int = 4  #: widen while a wide group expects at most 1/spread hits
 
 
 CONFIG = CpuConfig()
 
-# Elements per threshold test (at most 64: one 64-bit hit mask). A compile-time
-# constant so the test loop is fully unrolled; 32 measured fastest of 16..512.
-_GROUP = 32
-
-
 # ---------------------------------------------------------------------------
-# JIT kernels. `T` is the unsigned key type (np.uint16 / np.uint32 / np.uint64),
-# passed as a number class so that every key operation stays in that width (numba
-# would otherwise widen to 64 bits and halve the SIMD lanes).
+# JIT kernels. `T` is the unsigned key type (np.uint16 / np.uint32 / np.uint64) and
+# `S` the signed type of the same width, passed as number classes so that every
+# operation stays in that width (numba would otherwise widen to 64 bits and cut the
+# SIMD lanes).
 # ---------------------------------------------------------------------------
 
 
@@ -85,20 +86,93 @@ def _key(u, T, sign, absmask, inf, flip, nanval):
 
 
 @njit(cache=True, nogil=True)
-def _skip(src, p, pend, T, sign, absmask, inf, flip, nanval, tk):
-    """First group start p (stepping by _GROUP) whose keys reach tk, or the start of the
-    last, partial group (p + _GROUP > pend).
+def _bound(u, T, S, largest, sign, absmask, inf):
+    """Prefilter (mode, a, b) of the threshold element's bits u; see :func:`_passes`.
 
-    The hot loop: keys of a whole group reduced to their max (vectorised, fixed trip
-    count), one compare per group, no stores.
+    Every element whose key reaches the threshold's key passes the prefilter (more may
+    pass; the exact key test follows). The prefilter compares raw bits, two integer
+    ops per element instead of a full key: positive floats order as their signed bit
+    patterns, negative ones as their unsigned patterns reversed, and NaNs of either
+    sign sit above +inf or above -inf in unsigned order.
     """
-    while p + _GROUP <= pend:
-        mx = T(0)
-        for t in range(_GROUP):
-            mx = max(mx, _key(src[p + t], T, sign, absmask, inf, flip, nanval))
-        if mx >= tk:
-            return p
-        p += _GROUP
+    ab = T(u & absmask)
+    nan_b = T(sign | inf)  # NaNs with the sign bit set lie above this
+    if largest:
+        if ab > inf:  # only NaNs reach a NaN
+            return 0, T(inf + T(1)), nan_b
+        if u < sign and ab != T(0):  # above zero: larger signed patterns, or a -NaN
+            return 0, u, nan_b
+        # zero or below: every non-negative pattern, negatives down to u, and NaNs
+        return 1, (T(sign) if ab == T(0) else u), nan_b
+    if ab > inf:  # fewer than k non-NaN so far: everything passes
+        return 3, T(sign - T(1)), nan_b
+    if u >= sign and ab != T(0):  # below zero: larger unsigned patterns (and -NaNs)
+        return 2, u, nan_b
+    return 3, (T(0) if ab == T(0) else u), nan_b  # zero or above: signed <= u
+
+
+@njit(cache=True, nogil=True)
+def _passes(u, T, S, mode, a, b):
+    if mode == 0:
+        return (S(u) >= S(a)) | (u > b)
+    if mode == 1:
+        return (u <= a) | (u > b)
+    if mode == 2:
+        return u >= a
+    return S(u) <= S(a)
+
+
+@njit(cache=True, nogil=True)
+def _skip(src, p, pend, g, T, S, mode, a, b):
+    """First group start p (stepping by g) where some element passes the prefilter
+    (mode, a, b) of :func:`_bound`, or the start of the last, partial group.
+
+    The hot loop: one or two integer min/max reductions per group, no stores. The
+    group length g is a run-time value on purpose: LLVM's loop vectoriser then turns
+    the reduction into SIMD (a constant trip count is fully unrolled first and stays
+    scalar, since Numba leaves the SLP vectoriser off). Unsigned indices: a signed one
+    costs a wrap-around test per element, a slice a reference count per group.
+    """
+    lo_s = S(T(T(~T(0)) >> T(1)) + T(1))  # smallest signed value
+    hi_s = S(T(~T(0)) >> T(1))
+    if mode == 0:
+        sa = S(a)
+        while p + g <= pend:
+            ms = lo_s
+            mu = T(0)
+            for t in range(g):
+                ms = max(ms, S(src[np.uint64(p + t)]))
+                mu = max(mu, src[np.uint64(p + t)])
+            if ms >= sa or mu > b:
+                return p
+            p += g
+    elif mode == 1:
+        while p + g <= pend:
+            mn = T(~T(0))
+            mu = T(0)
+            for t in range(g):
+                mn = min(mn, src[np.uint64(p + t)])
+                mu = max(mu, src[np.uint64(p + t)])
+            if mn <= a or mu > b:
+                return p
+            p += g
+    elif mode == 2:
+        while p + g <= pend:
+            mu = T(0)
+            for t in range(g):
+                mu = max(mu, src[np.uint64(p + t)])
+            if mu >= a:
+                return p
+            p += g
+    else:
+        sa = S(a)
+        while p + g <= pend:
+            ms = hi_s
+            for t in range(g):
+                ms = min(ms, S(src[np.uint64(p + t)]))
+            if ms <= sa:
+                return p
+            p += g
     return p
 
 
@@ -223,17 +297,19 @@ def _gcd(a, b):
 
 
 @njit(cache=True, nogil=True)
-def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
+def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
                   outk, outi, outv):  # fmt: skip
     """Exact top-k of row positions [lo, hi), element j at src[off + j].
 
-    ck/ci/sk/si ([k + B2 + _GROUP] at least) and hist ([256]) are scratch. Writes
-    min(k, hi - lo) candidates (any order) to outk/outi and their raw bits to outv
-    (read here, while the row is still in cache); returns that count.
+    ck/ci/sk/si ([max(k + B2, warmup) + widest group] at least) and hist ([1024]) are
+    scratch. Writes min(k, hi - lo) candidates (any order) to outk/outi and their raw
+    bits to outv (read here, while the row is still in cache); returns that count.
     """
     sign, absmask, inf, flip, nanval = consts[0], consts[1], consts[2], consts[3], consts[4]
     kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
-    block, b2, warm = cfg[0], cfg[1], cfg[2]
+    block, b2, warm, g, gmax, spread = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+    largest = flip == T(0)
+    fm, fa, fb = 0, T(0), T(0)  # prefilter of the threshold, see _bound
     n = hi - lo
     if n <= 0:
         return 0
@@ -243,7 +319,7 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, s
             outi[t] = lo + t
             outv[t] = src[off + lo + t]
         return n
-    first = min(max(k + b2, warm), ck.size - _GROUP)
+    first = min(max(k + b2, warm), ck.size - g)
     m = (n + block - 1) // block
     a, c = _order_params(seed, row, seg, m)
     cnt = 0
@@ -251,37 +327,40 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, s
     have = False
     tk = T(0)
     ti = np.int64(0)
-    one = np.uint64(1)
     for i in range(m):
         b = (a * i + c) % m
         p = off + lo + b * block  # position in src
         pend = min(p + block, off + hi)
+        # Wider groups once hits are sparse (about k / seen per element): one reduction
+        # per wide group costs far less than per narrow one, and a wide group that
+        # holds a hit is narrowed down by the same test at the narrow width.
+        wide = g
+        while wide < gmax and 2 * wide * k * spread <= i * block:
+            wide *= 2
         while p < pend:
             if have:
-                p = _skip(src, p, pend, T, sign, absmask, inf, flip, nanval, tk)
+                p = _skip(src, p, pend, wide, T, S, fm, fa, fb)
                 if p >= pend:
                     break
-                q = min(p + _GROUP, pend)
-                msk = np.uint64(0)
-                if q - p == _GROUP:  # fixed trip count: vectorised without a remainder
-                    for t in range(_GROUP):
-                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
-                        msk |= np.uint64(hit) << np.uint64(t)
-                else:
-                    for t in range(q - p):
-                        hit = _key(src[p + t], T, sign, absmask, inf, flip, nanval) >= tk
-                        msk |= np.uint64(hit) << np.uint64(t)
-                while msk:  # walk the hits only
-                    t = np.int64(trailing_zeros(msk))
-                    msk &= msk - one
-                    kk = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
-                    j = p + t - off
-                    if kk > tk or (kk == tk and j < ti):
-                        ck[cnt] = kk
-                        ci[cnt] = j
-                        cnt += 1
+                q = min(p + wide, pend)
+                while p < q:
+                    if wide > g:  # narrow down; a narrow group was just tested
+                        p = _skip(src, p, q, g, T, S, fm, fa, fb)
+                        if p >= q:
+                            break
+                    r = min(p + g, q)
+                    for t in range(p, r):  # a group holding a hit (or a last, partial one)
+                        u = src[np.uint64(t)]
+                        if _passes(u, T, S, fm, fa, fb):
+                            kk = _key(u, T, sign, absmask, inf, flip, nanval)
+                            j = t - off
+                            if kk > tk or (kk == tk and j < ti):
+                                ck[cnt] = kk
+                                ci[cnt] = j
+                                cnt += 1
+                    p = r
             else:  # threshold still -inf: everything is a candidate
-                q = min(p + _GROUP, pend)
+                q = min(p + g, pend)
                 for t in range(q - p):
                     ck[cnt + t] = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
                     ci[cnt + t] = p + t - off
@@ -290,6 +369,7 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, s
             if cnt >= trig:
                 tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
                 cnt = _keep(ck, ci, cnt, tk, ti)
+                fm, fa, fb = _bound(src[off + ti], T, S, largest, sign, absmask, inf)
                 have = True
                 trig = k + b2
     if cnt > k:
@@ -303,10 +383,10 @@ def _segment_topk(src, off, lo, hi, k, T, consts, cfg, seed, row, seg, ck, ci, s
 
 
 @njit(cache=True, nogil=True)
-def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, cfg, seed, candk,
+def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, S, consts, cfg, seed, candk,
                     candi, candv, count):  # fmt: skip
     """Tasks t0..t1-1 = (row, segment): exact top-k into candk/candi/candv[task], count[task]."""
-    cap = max(k + cfg[1], cfg[2]) + _GROUP  # scratch shared by this thread's tasks
+    cap = max(k + cfg[1], cfg[2]) + max(cfg[3], cfg[4])  # scratch shared by this thread's tasks
     ck = np.empty(cap, data.dtype)
     ci = np.empty(cap, np.int64)
     sk = np.empty(cap, data.dtype)
@@ -334,6 +414,7 @@ def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, consts, c
             hi,
             k,
             T,
+            S,
             consts,
             cfg,
             seed,
@@ -411,6 +492,8 @@ _LAYOUT = {
 }
 
 
+_SIGNED = {np.uint16: np.int16, np.uint32: np.int32, np.uint64: np.int64}
+
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -481,6 +564,8 @@ def run_cpu(
         return
     signed, utype, bits, inf_bits = _LAYOUT[x.dtype]
     T = utype
+    S = _SIGNED[utype]
+    group = config.group if config.group > 0 else max(1, 128 // (bits // 8))
     top = (1 << bits) - 1
     sign = 1 << (bits - 1)
     consts = np.array(
@@ -496,7 +581,14 @@ def run_cpu(
         dtype=utype,
     )
     cfg = np.array(
-        [config.block, max(config.b2_min, k // 2), config.warmup],
+        [
+            config.block,
+            max(config.b2_min, k // 2),
+            config.warmup,
+            group,
+            group * max(1, config.wide),
+            max(1, config.spread),
+        ],
         dtype=np.int64,
     )
     nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
@@ -521,9 +613,6 @@ def run_cpu(
     candi = np.empty((tasks, kk), dtype=np.int64)
     candv = np.empty((tasks, kk), dtype=utype)
     count = np.empty(tasks, dtype=np.int64)
-    _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, consts, cfg,
-              config.seed, candk, candi, candv, count)  # fmt: skip
-
     direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
     oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
     has_values = out_values is not None
@@ -540,8 +629,23 @@ def run_cpu(
         fill_bits = utype(0)
         ov = np.empty((1, 1), dtype=utype)
     order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
-    _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count,
-              order, offsets, has_values, fill_bits, np.int64(opt.fill_index), ov, oi)  # fmt: skip
+    fill_index = np.int64(opt.fill_index)
+    if nseg == 1:
+        # Both stages in one task per thread: a call hands work to each thread once
+        # (waking a thread on a busy machine can cost a scheduler time slice).
+        def rows_task(r0: int, r1: int) -> None:
+            _stage_segments(r0, r1, data, rowbase, es, begin, end, 1, k, T, S, consts, cfg,
+                            config.seed, candk, candi, candv, count)  # fmt: skip
+            _stage_merge(r0, r1, data, rowbase, es, 1, k, T, consts, candk, candi, candv,
+                         count, order, offsets, has_values, fill_bits, fill_index, ov,
+                         oi)  # fmt: skip
+
+        _parallel(rows_task, rows)
+    else:
+        _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, S, consts,
+                  cfg, config.seed, candk, candi, candv, count)  # fmt: skip
+        _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv,
+                  count, order, offsets, has_values, fill_bits, fill_index, ov, oi)  # fmt: skip
     if not direct_i:
         out_indices.copy_(torch.from_numpy(oi))
     if has_values and not direct_v:
