@@ -118,6 +118,15 @@ def other_search(cfg: LaunchConfig) -> LaunchConfig:
     return dataclasses.replace(cfg, reg_search=not cfg.reg_search)
 
 
+_constants = cache(kernel_constants)  # one dict per call shape: no per-call rebuild
+
+
+@cache
+def _fill_bits(value: float, dtype: torch.dtype) -> int:
+    """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view)."""
+    return int(torch.tensor(value, dtype=dtype).view(_RAW[dtype]).item())
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -230,7 +239,6 @@ def run_triton(
     off_tensor = isinstance(opt.index_offset, torch.Tensor)
     off_ptr = opt.index_offset if off_tensor else out_indices
     off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
-    fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype).view(_RAW[x.dtype])
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     K.deepselect_rows_kernel[(grid,)](
@@ -252,11 +260,11 @@ def run_triton(
         k,
         cfg.B2,
         opt.fill_index,
-        int(fill.item()),
+        _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype),
         seed,
         profile if profile is not None else out_indices,
         preset if preset is not None else out_indices,
-        **kernel_constants(
+        **_constants(
             x.dtype,
             cfg,
             largest=opt.largest,

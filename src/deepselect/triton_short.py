@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cache
 
 import torch
 import triton
@@ -54,6 +55,7 @@ import triton.language as tl
 
 from . import triton_kernels as K
 from .options import Order, TopkOptions
+from .triton_backend import _fill_bits
 
 _ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
 _RAW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
@@ -419,13 +421,18 @@ def short_path(
     >>> describe(p)
     'short nmax=4096'
     """
-    cfg = cfg or ShortConfig()
-    rows, n = x.shape
+    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or ShortConfig(), _interpreting())
+
+
+@cache  # decided once per shape: the plan is host work on every call
+def _plan(
+    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool
+) -> ShortPlan | None:
     if k > cfg.nmax or n >= 2**31 - 2**16:
         return None
     kp = max(16, _next_pow2(k))
     np_ = cfg.np_pivots
-    fused = not _interpreting() if cfg.fused_stats is None else cfg.fused_stats
+    fused = not interpreting if cfg.fused_stats is None else cfg.fused_stats
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
         level = Level(max(n, 1), 1, nm, False, False, _warps(nm))
@@ -490,6 +497,9 @@ def kernel_constants(
     )
 
 
+_constants = cache(kernel_constants)  # one dict per level and call shape
+
+
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
     """Argument types of ``short_rows_kernel`` (for ``triton.compile(ASTSource(...))``)."""
     raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
@@ -548,7 +558,8 @@ def run_short(
     off_tensor = isinstance(opt.index_offset, torch.Tensor)
     off_ptr = opt.index_offset if off_tensor else out_indices
     off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
-    fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype).view(_RAW[x.dtype])
+    fill_bits = _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)
+    interp = _interpreting()
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     flags = dict(
@@ -591,12 +602,12 @@ def run_short(
             off_ptr,
             off_scalar,
             opt.fill_index,
-            int(fill.item()),
+            fill_bits,
             k,
             lv.L,
             lv.nseg,
-            **kernel_constants(x.dtype, plan, lv, **flags),
+            **_constants(x.dtype, plan, lv, **flags),
             num_warps=lv.num_warps,
-            **({} if lv.maxnreg is None or _interpreting() else {"maxnreg": lv.maxnreg}),
+            **({} if lv.maxnreg is None or interp else {"maxnreg": lv.maxnreg}),
         )
         src_k, src_i, c = dst_k, dst_i, dc
