@@ -1,0 +1,46 @@
+"""One warm-up call and one measured call of the streaming kernel, for a profiler.
+
+    ncu --kernel-name regex:deepselect_rows_kernel --launch-skip 1 --launch-count 1 \\
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \\
+        python benchmarks/one_call.py --rows 256 --n 1048576 [--preset]
+
+``--preset`` starts every row at its true k-th key (the stream without the rising
+threshold), as benchmarks/profile_kernel.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from kernel_table import DT, draw
+
+from deepselect.keys import to_keys
+from deepselect.options import TopkOptions
+from deepselect.triton_backend import _sm_count, run_triton
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dtype", default="bf16", choices=list(DT))
+    p.add_argument("--rows", type=int, default=256)
+    p.add_argument("--n", type=int, default=1 << 20)
+    p.add_argument("--k", type=int, default=512)
+    p.add_argument("--order", default="none")
+    p.add_argument("--preset", action="store_true")
+    a = p.parse_args()
+    x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
+    opt = TopkOptions(order=a.order)
+    pre = None
+    if a.preset:
+        kth = torch.topk(x, a.k, dim=1).values[:, -1:]
+        pre = to_keys(kth).view(-1).to(torch.int32)
+    v = torch.empty((a.rows, a.k), dtype=x.dtype, device="cuda")
+    i = torch.empty((a.rows, a.k), dtype=torch.int32, device="cuda")
+    for _ in range(2):  # the first call compiles; the profiler takes the second
+        run_triton(x, a.k, opt, v, i, preset=pre, grid=min(a.rows, 2 * _sm_count(0)))
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
