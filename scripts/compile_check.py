@@ -35,6 +35,7 @@ def compile_rows_kernel(
     idx64=False,
     other_search=False,
     profile=False,
+    paged=False,
 ):
     cfg = launch_config(dtype, k)
     if other_search:
@@ -64,6 +65,11 @@ def compile_rows_kernel(
         "seed": "i32",
         "prof_ptr": "*i64",
         "preset_ptr": "*i32",
+        "page_ptr": "*i32",
+        "page_stride": "i32",
+        "max_pages": "i32",
+        "n_batch": "i32",
+        "r2b_ptr": "*i64",
     }
     consts = kernel_constants(
         dtype,
@@ -76,7 +82,8 @@ def compile_rows_kernel(
         idx64=idx64,
         asm=asm,
     )
-    consts.update(PROFILE=profile, PRESET=profile)
+    consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
+    consts.update(HAS_R2B=paged)
     for name in consts:
         sig[name] = "constexpr"
     src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
@@ -117,6 +124,7 @@ def main() -> None:
     p.add_argument("--other-search", action="store_true", help="the other compaction key search")
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
+    p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -125,7 +133,12 @@ def main() -> None:
                 if a.order and order.value not in a.order:
                     continue
                 c = compile_rows_kernel(
-                    DT[d], k, order, other_search=a.other_search, profile=a.profile
+                    DT[d],
+                    k,
+                    order,
+                    other_search=a.other_search,
+                    profile=a.profile,
+                    paged=a.paged,
                 )
                 ptx = c.asm["ptx"]
                 print(

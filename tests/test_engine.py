@@ -21,6 +21,7 @@ from deepselect.engine import (
     top_k_sampling_from_logits,
 )
 from deepselect.lightning_indexer import lightning_indexer_scores, lightning_indexer_topk
+from deepselect.options import TopkOptions
 
 # Chi-square critical value for 3 degrees of freedom at significance 0.001 (standard
 # tables: P(chi2_3 > 16.266) = 0.001). With fixed seeds the tests are deterministic;
@@ -396,3 +397,42 @@ def test_lightning_indexer_scores_and_topk():
     got = lightning_indexer_topk(q, keys, w, lengths, k, order="index")
     ref = ref_rows(scores, [0, 0, 0], lengths.tolist(), k)
     assert got.tolist() == padded([sorted(r) for r in ref], k)
+
+
+# ------------------------------------------- the page map fused into the Triton kernels
+@pytest.mark.parametrize("page_size", [1, 4, 16])
+@pytest.mark.parametrize("path", ["short", "stream"])
+def test_page_map_fused_in_the_kernels(page_size, path):
+    """The Triton kernels write physical slots themselves (the path CUDA tensors take):
+    bit-identical to the indexer's plain-torch mapping, on both kernels, every order,
+    with and without row_to_batch, fills (-1) included."""
+    from deepselect.triton_backend import LaunchConfig, PageMap, run_triton
+
+    rows, max_len, k = 5, 300, 24
+    x = make("distinct32", rows, max_len, torch.float32, "cpu", seed=page_size)
+    lengths = torch.tensor([300, 0, 17, 150, 299])
+    starts = torch.tensor([0, 5, 3, 100, 1])
+    batch = 3
+    max_pages = -(-max_len // page_size) + 1
+    g = torch.Generator().manual_seed(page_size)
+    table = torch.randperm(batch * max_pages, generator=g).to(torch.int32).reshape(batch, -1)
+    r2b = torch.tensor([2, 0, 1, 1, 2])
+    config = None
+    if path == "stream":  # a small block and buffer: several blocks and compactions
+        config = LaunchConfig(B=64, CAP=256, B2=256 - k - 64, KP=32, CH=64, NP=4)
+    for order in ("none", "value", "index"):
+        for row_to_batch in (None, r2b):
+            pt = table if row_to_batch is not None else table[r2b]
+            want = indexer_topk(
+                x, lengths, k, starts=starts, page_table=pt, page_size=page_size,
+                row_to_batch=row_to_batch, order=order,
+            )  # fmt: skip
+            opt = TopkOptions(order=order, begin=starts, end=starts + lengths, fill_index=-1)
+            got = torch.empty((rows, k), dtype=torch.int32)
+            run_triton(
+                x, k, opt, None, got, config=config,
+                page=PageMap(pt.contiguous(), page_size, row_to_batch),
+            )  # fmt: skip
+            if order == "none":
+                got, want = got.sort(dim=1).values, want.sort(dim=1).values
+            assert torch.equal(got, want), (order, row_to_batch is not None)

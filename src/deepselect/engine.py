@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .api import topk_rows
-from .options import Order
+from .options import Order, TopkOptions
 
 _INT_DTYPES = (torch.int32, torch.int64)
 _MASK32 = 0xFFFFFFFF
@@ -207,6 +207,15 @@ def indexer_topk(
         )
         return idx
 
+    if _fused_pages(scores, k, out):
+        # the page map is applied in the kernels' output write: no extra passes
+        from .triton_backend import PageMap, run_triton
+
+        res = out if out is not None else torch.empty((rows, k), dtype=torch.int32, device=dev)
+        table = page_table if page_table.stride(1) == 1 else page_table.contiguous()
+        opt = TopkOptions(order=order, begin=begin, end=end, fill_index=-1)
+        run_triton(scores, k, opt, None, res, page=PageMap(table, page_size, row_to_batch))
+        return res
     _, pos = topk_rows(
         scores,
         k,
@@ -247,6 +256,14 @@ def indexer_topk(
         return result
     out.copy_(result)
     return out
+
+
+def _fused_pages(scores: torch.Tensor, k: int, out: torch.Tensor | None) -> bool:
+    """Whether the paged indexer runs with the page map fused into the Triton kernels'
+    output write (CUDA, the one-pass kernels' k, a unit-stride output buffer)."""
+    from .triton_backend import MAX_FAST_K
+
+    return scores.device.type == "cuda" and k <= MAX_FAST_K and (out is None or out.stride(1) == 1)
 
 
 # --------------------------------------------------------------------------- sampling

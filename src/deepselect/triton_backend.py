@@ -121,6 +121,38 @@ def other_search(cfg: LaunchConfig) -> LaunchConfig:
 _constants = cache(kernel_constants)  # one dict per call shape: no per-call rebuild
 
 
+@dataclass(frozen=True)
+class PageMap:
+    """Indices written as physical slots of a paged cache (the engine's paged indexer):
+    position ``p`` of row ``r`` becomes ``table[b, p // page_size] * page_size +
+    p % page_size`` with ``b = row_to_batch[r]`` (or ``r``); fills stay fills.
+
+    table: int32 ``[batch, max_pages]`` with unit column stride; page_size: a power of
+    two; row_to_batch: ``[rows]`` integer tensor or None."""
+
+    table: torch.Tensor
+    page_size: int
+    row_to_batch: torch.Tensor | None = None
+
+
+def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tuple, dict]:
+    """The kernels' page-table arguments and compile-time flags for ``page``."""
+    if page is None:
+        return (placeholder, 0, 0, 0, placeholder), {}
+    t = page.table
+    if t.numel() == 0:  # no pages: every slot reads page 0 (as the plain mapping does)
+        t = torch.zeros((1, 1), dtype=torch.int32, device=t.device)
+    r2b = page.row_to_batch
+    return (
+        (t, t.stride(0), t.shape[1], t.shape[0], r2b if r2b is not None else placeholder),
+        dict(
+            PAGED=True,
+            PAGE_SHIFT=page.page_size.bit_length() - 1,
+            HAS_R2B=r2b is not None,
+        ),
+    )
+
+
 @cache
 def _fill_bits(value: float, dtype: torch.dtype) -> int:
     """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view)."""
@@ -162,6 +194,7 @@ def run_triton(
     config: LaunchConfig | None = None,
     profile: torch.Tensor | None = None,
     preset: torch.Tensor | None = None,
+    page: PageMap | None = None,
 ) -> None:
     """Write the exact top-k of every row of ``x`` into the given buffers.
 
@@ -170,17 +203,20 @@ def run_triton(
     drive many blocks and compactions through the interpreter). Diagnostics for
     benchmarks/profile_kernel.py: ``profile`` (int64 ``[grid, 8]``) receives cycles
     per phase; ``preset`` (one selection key per row, at most the row's k-th key)
-    starts the threshold there."""
+    starts the threshold there. ``page`` maps the written indices through a page
+    table (:class:`PageMap`; contiguous ``[rows, k]`` index buffers, k <= MAX_FAST_K)."""
     rows, n = x.shape
     if rows == 0:
         return
+    if page is not None and (k > MAX_FAST_K or out_indices.stride(1) != 1):
+        raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
     if config is None and grid is None:  # short rows, or too few rows to fill the GPU
         from .triton_short import run_short, short_path
 
         sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
         plan = short_path(x, k, opt, sm)
         if plan is not None:
-            run_short(x, k, opt, out_values, out_indices, plan)
+            run_short(x, k, opt, out_values, out_indices, plan, page=page)
             return
     if k > MAX_FAST_K or n >= 2**31 - 2**16:
         from .api import _run_oracle  # exact, sort-based
@@ -208,6 +244,7 @@ def run_triton(
             config=config,
             profile=profile,
             preset=preset,
+            page=page,
         )
         for buf, tmp in staged:
             buf.copy_(tmp)
@@ -241,6 +278,7 @@ def run_triton(
     off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
+    page_args, page_flags = page_arguments(page, out_indices)
     K.deepselect_rows_kernel[(grid,)](
         raw,
         x.stride(0),
@@ -264,6 +302,7 @@ def run_triton(
         seed,
         profile if profile is not None else out_indices,
         preset if preset is not None else out_indices,
+        *page_args,
         **_constants(
             x.dtype,
             cfg,
@@ -277,6 +316,7 @@ def run_triton(
         ),
         PROFILE=profile is not None,
         PRESET=preset is not None,
+        **page_flags,
         num_warps=cfg.num_warps,
         **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )

@@ -511,6 +511,26 @@ def _compact(
 
 
 @triton.jit
+def _out_index(pos, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+               PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr):  # fmt: skip
+    """The index written for row position ``pos`` (int32, valid where ``real``): ``pos +
+    off``, or, PAGED, the physical slot ``page[b, pos >> s] << s | pos & (2^s - 1)`` of
+    the row's sequence ``b`` (``r2b_ptr[row]``, or the row itself). Out-of-table
+    positions and sequences are clamped, never read past the table."""
+    if PAGED:
+        if HAS_R2B:
+            b = tl.load(r2b_ptr + row).to(tl.int64)
+        else:
+            b = row.to(tl.int64)
+        b = tl.minimum(tl.maximum(b, 0), n_batch - 1)  # the table is never empty
+        pc = tl.minimum(pos >> PAGE_SHIFT, max_pages - 1).to(tl.int64)
+        phys = tl.load(page_ptr + b * page_stride + pc, mask=real, other=0).to(tl.int64)
+        return (phys << PAGE_SHIFT) + (pos & ((1 << PAGE_SHIFT) - 1)).to(tl.int64)
+    else:
+        return pos.to(tl.int64) + off
+
+
+@triton.jit
 def _gcd(a, b):
     while b != 0:
         r = a % b
@@ -552,6 +572,11 @@ def deepselect_rows_kernel(
     seed,
     prof_ptr,
     preset_ptr,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
     KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
@@ -572,6 +597,9 @@ def deepselect_rows_kernel(
     REG_SEARCH: tl.constexpr,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
+    PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False,
 ):
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
@@ -579,7 +607,8 @@ def deepselect_rows_kernel(
     when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
     scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
     cand_cnt: ``[G, NREG]`` region counts; outputs ``[rows, k]`` with their row
-    strides. See the module docstring.
+    strides. See the module docstring. PAGED: indices go out mapped through a page
+    table (see :func:`_out_index`; the engine's paged indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
     into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
@@ -798,7 +827,11 @@ def deepselect_rows_kernel(
             off = tl.load(off_ptr + row).to(tl.int64)
         else:
             off = off_scalar.to(tl.int64)
-        out = tl.where(real, ci.to(tl.int64) + off, fill_index.to(tl.int64))
+        mapped = _out_index(
+            ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+            PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
+        out = tl.where(real, mapped, fill_index.to(tl.int64))
         if IDX64:
             tl.store(oi_ptr + row64 * stride_oi + o, out, mask=om)
         else:

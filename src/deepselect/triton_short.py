@@ -55,7 +55,7 @@ import triton.language as tl
 
 from . import triton_kernels as K
 from .options import Order, TopkOptions
-from .triton_backend import _fill_bits
+from .triton_backend import PageMap, _fill_bits, page_arguments
 
 _ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
 _RAW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
@@ -159,6 +159,11 @@ def short_rows_kernel(
     k,
     L,
     nseg,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     INF_BITS: tl.constexpr,
@@ -175,6 +180,9 @@ def short_rows_kernel(
     KP: tl.constexpr,
     NP: tl.constexpr,
     FUSED_STATS: tl.constexpr,
+    PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False,
 ):
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
     row ``p // nseg``.
@@ -281,7 +289,11 @@ def short_rows_kernel(
             ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
             tl.debug_barrier()  # every read of the staged indices before the rewrite
             wm = q < k
-            out = tl.where(real, ci.to(tl.int64) + off, fill_index.to(tl.int64))
+            mapped = K._out_index(
+                ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+                PAGED, PAGE_SHIFT, HAS_R2B,
+            )  # fmt: skip
+            out = tl.where(real, mapped, fill_index.to(tl.int64))
             if IDX64:
                 tl.store(oi_row + q.to(tl.int64) * stride_oic, out, mask=wm)
             else:
@@ -293,7 +305,10 @@ def short_rows_kernel(
         else:
             # index order is element order: the selection goes straight out
             s64 = slot.to(tl.int64)
-            out = idx.to(tl.int64) + off
+            out = K._out_index(
+                idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+                PAGED, PAGE_SHIFT, HAS_R2B,
+            )  # fmt: skip
             if IDX64:
                 tl.store(oi_row + s64 * stride_oic, out, mask=sel)
             else:
@@ -510,7 +525,8 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
     for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
         sig[name] = i32
     sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
-    sig.update(k=i32, L=i32, nseg=i32)
+    sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
+    sig.update(n_batch=i32, r2b_ptr="*i64")
     return sig
 
 
@@ -521,6 +537,7 @@ def run_short(
     out_values: torch.Tensor | None,
     out_indices: torch.Tensor,
     plan: ShortPlan,
+    page: PageMap | None = None,
 ) -> None:
     """Write the exact top-k of every row of ``x`` into the given buffers, by ``plan``.
 
@@ -532,6 +549,8 @@ def run_short(
         out_values: ``[rows, k]`` of ``x.dtype`` or None; out_indices: ``[rows, k]``
             of ``opt.index_dtype``; any strides.
         plan: from :func:`short_path` for this shape.
+        page: optional :class:`~deepselect.triton_backend.PageMap`: indices written as
+            physical slots of a paged cache (final level only).
 
     >>> x = torch.randn(2, 300, device="cuda")  # doctest: +SKIP
     >>> oi = torch.empty(2, 8, dtype=torch.int32, device="cuda")  # doctest: +SKIP
@@ -559,6 +578,8 @@ def run_short(
     off_ptr = opt.index_offset if off_tensor else out_indices
     off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
     fill_bits = _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)
+    page_args, page_flags = page_arguments(page, out_indices)
+    no_page, _ = page_arguments(None, out_indices)
     interp = _interpreting()
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
@@ -606,7 +627,9 @@ def run_short(
             k,
             lv.L,
             lv.nseg,
+            *(page_args if not lv.dst_cand else no_page),
             **_constants(x.dtype, plan, lv, **flags),
+            **(page_flags if not lv.dst_cand else {}),
             num_warps=lv.num_warps,
             **({} if lv.maxnreg is None or interp else {"maxnreg": lv.maxnreg}),
         )
