@@ -21,7 +21,7 @@ import torch
 
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import launch_config, other_search, run_triton
+from deepselect.triton_backend import check_variant, launch_config, other_search, run_triton
 
 L2_BYTES = 60 * 2**20
 
@@ -90,8 +90,9 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="default",
-        choices=["default", "other", "both"],
-        help="compaction key search: the default for the shape, the other one, or both",
+        choices=["default", "other", "both", "check2", "all"],
+        help="the default launch, the other compaction key search, both, compaction "
+        "checked every 2 blocks (check2), or all three",
     )
     a = p.parse_args()
     rows_out = []
@@ -102,7 +103,9 @@ def main() -> None:
         f"{'%read':>6s} check"
     )
     print(hdr, flush=True)
-    variants = ["default", "other"] if a.variant == "both" else [a.variant]
+    variants = {"both": ["default", "other"], "all": ["default", "other", "check2"]}.get(
+        a.variant, [a.variant]
+    )
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
@@ -119,7 +122,11 @@ def main() -> None:
             cfg = launch_config(dtype, k)
             if variant == "other":
                 cfg = other_search(cfg)
-            variant = "regs" if cfg.reg_search else "passes"
+            if variant == "check2":
+                cfg = check_variant(cfg, k, 2)
+            variant = ("regs" if cfg.reg_search else "passes") + (
+                f"/c{cfg.check_every}" if cfg.check_every > 1 else ""
+            )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):
                 opt = TopkOptions(order=order)

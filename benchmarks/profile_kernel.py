@@ -23,7 +23,13 @@ from kernel_table import DT, check, copies_for, draw, time_ms
 
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import _sm_count, launch_config, other_search, run_triton
+from deepselect.triton_backend import (
+    _sm_count,
+    check_variant,
+    launch_config,
+    other_search,
+    run_triton,
+)
 
 SHAPES = [  # dtype, batch, N, k, order
     ("bf16", 4096, 1 << 20, 512, "none"),
@@ -53,11 +59,17 @@ def sm_mhz() -> float:
 def variants(dtype, k, quick=False):
     base = launch_config(dtype, k)
     if quick:
-        return {"default": (base, False), "preset": (base, True)}
+        return {
+            "default": (base, False),
+            "preset": (base, True),
+            "check2": (check_variant(base, k, 2), False),
+            "check2pre": (check_variant(base, k, 2), True),
+        }
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
     out["preset"] = (base, True)
+    out["check2"] = (check_variant(base, k, 2), False)
     return out
 
 

@@ -20,7 +20,7 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
 from deepselect.options import Order
-from deepselect.triton_backend import kernel_constants, launch_config
+from deepselect.triton_backend import check_variant, kernel_constants, launch_config
 from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -36,8 +36,11 @@ def compile_rows_kernel(
     other_search=False,
     profile=False,
     paged=False,
+    every=1,
 ):
     cfg = launch_config(dtype, k)
+    if every > 1:
+        cfg = check_variant(cfg, k, every)
     if other_search:
         cfg = other_search_of(cfg)
     bits = 16 if dtype != torch.float32 else 32
@@ -125,6 +128,7 @@ def main() -> None:
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
+    p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -139,6 +143,7 @@ def main() -> None:
                     other_search=a.other_search,
                     profile=a.profile,
                     paged=a.paged,
+                    every=a.every,
                 )
                 ptx = c.asm["ptx"]
                 print(

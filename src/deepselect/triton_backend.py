@@ -42,6 +42,9 @@ class LaunchConfig:
        one compare-and-sum per step) rather than passes over the buffer; where the
        keys fit (CAP <= 8192). Timed on an H200 at 022c042: 7-35% faster on 1M rows
        and the sampler shape (benchmarks/RESULTS.md); `other_search()` flips it.
+    check_every: blocks between compaction checks (the only block-wide step of the
+       stream); a region must then hold check_every blocks' worst-case hits, so
+       ``CAP // 8 > check_every * B // 8``. An experiment: see `check_variant()`.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -57,6 +60,7 @@ class LaunchConfig:
     programs_per_sm: int = 2
     reg_search: bool = False
     maxnreg: int | None = 128
+    check_every: int = 1
 
 
 def _next_pow2(v: int) -> int:
@@ -108,6 +112,7 @@ def kernel_constants(
         CH=cfg.CH,
         NP=cfg.NP,
         REG_SEARCH=cfg.reg_search,
+        CHECK_EVERY=cfg.check_every,
     )
 
 
@@ -157,6 +162,15 @@ def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tup
 def _fill_bits(value: float, dtype: torch.dtype) -> int:
     """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view)."""
     return int(torch.tensor(value, dtype=dtype).view(_RAW[dtype]).item())
+
+
+def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
+    """``cfg`` checking for compaction every ``every`` blocks, with the buffer grown to
+    hold that many blocks' worst case (for A/B timing)."""
+    cap = max(cfg.CAP, _next_pow2(k + (1 + every) * cfg.B + max(cfg.B // 2, k)))
+    return dataclasses.replace(
+        cfg, CAP=cap, B2=cap - k - every * cfg.B, reg_search=cap <= 8192, check_every=every
+    )
 
 
 def _interpreting() -> bool:
@@ -250,6 +264,8 @@ def run_triton(
             buf.copy_(tmp)
         return
     cfg = config or launch_config(x.dtype, k)
+    if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
+        raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
     raw = x.view(_RAW[x.dtype])
     asm = use_asm(x) and cfg.B == K.THREADS * K.WORDS * (32 // bits)

@@ -549,6 +549,51 @@ def _clock(dep):
 
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
+def _check(
+    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+    USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
+    NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
+    PROFILE: tl.constexpr,
+):  # fmt: skip
+    """The compaction trigger: one block-wide sum of the regions' counts (a region that
+    could overflow within the next CHECK_EVERY blocks counts as full), then, when
+    due, a compaction from half ``cur`` into the other. Returns the threshold, the
+    count, the half, both count forms and (PROFILE) the compaction's cycles."""
+    S: tl.constexpr = CAP // NREG
+    LIMIT: tl.constexpr = S - CHECK_EVERY * (B // NREG)
+    BIG: tl.constexpr = 1 << 24  # flags a full region in the sum
+    t = tl.arange(0, 256)
+    warp = t // 32
+    leader = (t % 32) == 0
+    regs = tl.arange(0, NREG)
+    if USE_ASM:
+        tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
+    else:
+        tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
+    count = tot % BIG
+    pc = tl.zeros([], tl.int64)
+    if tot >= k + B2:
+        if PROFILE:
+            pc -= _clock(tot)
+        if USE_ASM:
+            tl.store(cnt_ptr + warp, wcnt, mask=leader)
+        else:
+            tl.store(cnt_ptr + regs, rc)
+        # the appends and counts are stores of other warps: order them first
+        tl.debug_barrier()
+        tk, ti, count = _compact(
+            scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
+            cnt_ptr, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH,
+        )  # fmt: skip
+        cur = CAP - cur
+        wcnt = (count - warp + NREG - 1) // NREG
+        rc = (count - regs + NREG - 1) // NREG
+        if PROFILE:
+            pc += _clock(count)
+    return tk, ti, count, cur, wcnt, rc, pc
+
+
+@triton.jit
 def deepselect_rows_kernel(
     x_ptr,
     stride_x,
@@ -595,6 +640,7 @@ def deepselect_rows_kernel(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
+    CHECK_EVERY: tl.constexpr = 1,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -615,8 +661,6 @@ def deepselect_rows_kernel(
     row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
     row's k-th key) to time the stream without the rising threshold."""
     S: tl.constexpr = CAP // NREG
-    LIMIT: tl.constexpr = S - B // NREG  # a region this full must compact first
-    BIG: tl.constexpr = 1 << 24  # flags a full region in the per-block count
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
@@ -721,8 +765,6 @@ def deepselect_rows_kernel(
                     LARGEST,
                     FILTER,
                 )
-                full = tl.where(wcnt > LIMIT, BIG, 0)
-                tot = tl.sum(tl.where(leader, wcnt + full, 0), axis=0)
                 a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
                 b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
                 c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
@@ -745,44 +787,30 @@ def deepselect_rows_kernel(
                     INF_BITS,
                     LARGEST,
                 )
-                tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
-            count = tot % BIG
             ja = jb
             jb = jc
             jc = jd
             if PROFILE:
-                t1 = _clock(count)
+                t1 = _clock(blk_start)
                 p_filt += t1 - t0
+            if CHECK_EVERY == 1:
+                tk, ti, count, cur, wcnt, rc, pc = _check(
+                    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
+                )  # fmt: skip
+            else:  # the trigger's block-wide sum every CHECK_EVERY blocks (and the last)
+                pc = tl.zeros([], tl.int64)
+                done = tl.cast(i, tl.int32) + 1
+                if (done % CHECK_EVERY == 0) | (done == nblk):
+                    tk, ti, count, cur, wcnt, rc, pc = _check(
+                        wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                        USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
+                    )  # fmt: skip
+            if PROFILE:
+                p_comp += pc
+                n_comp += (pc != 0).to(tl.int64)
                 n_hits += count - c_before
                 n_hitblk += (count > c_before).to(tl.int64)
-            if tot >= k + B2:
-                if USE_ASM:
-                    tl.store(cnt_ptr + warp, wcnt, mask=leader)
-                else:
-                    tl.store(cnt_ptr + regs, rc)
-                # the appends and counts are stores of other warps: order them first
-                tl.debug_barrier()
-                tk, ti, count = _compact(
-                    scr_k + cur,
-                    scr_i + cur,
-                    scr_k + (CAP - cur),
-                    scr_i + (CAP - cur),
-                    cnt_ptr,
-                    count,
-                    k,
-                    B2 // 2,
-                    tk,
-                    CAP,
-                    CH,
-                    NP,
-                    REG_SEARCH,
-                )
-                cur = CAP - cur
-                wcnt = (count - warp + NREG - 1) // NREG
-                rc = (count - regs + NREG - 1) // NREG
-                if PROFILE:
-                    p_comp += _clock(count) - t1
-                    n_comp += 1
         if PROFILE:
             t2 = _clock(count)
         if USE_ASM:
