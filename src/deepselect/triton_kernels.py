@@ -549,6 +549,27 @@ def _clock(dep):
 
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
+def _publish_and_compact(
+    wcnt, rc, count, cur, kk, slack, tk, scr_k, scr_i, cnt_ptr,
+    USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
+    REG_SEARCH: tl.constexpr,
+):  # fmt: skip
+    """Publish the regions' counts (each warp's, or the portable path's ``rc``) and
+    compact half ``cur`` into the other (see :func:`_compact`)."""
+    t = tl.arange(0, 256)
+    if USE_ASM:
+        tl.store(cnt_ptr + t // 32, wcnt, mask=(t % 32) == 0)
+    else:
+        tl.store(cnt_ptr + tl.arange(0, NREG), rc)
+    # the appends and counts are stores of other warps: order them first
+    tl.debug_barrier()
+    return _compact(
+        scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
+        cnt_ptr, count, kk, slack, tk, CAP, CH, NP, REG_SEARCH,
+    )  # fmt: skip
+
+
+@triton.jit
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
     USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
@@ -575,15 +596,9 @@ def _check(
     if tot >= k + B2:
         if PROFILE:
             pc -= _clock(tot)
-        if USE_ASM:
-            tl.store(cnt_ptr + warp, wcnt, mask=leader)
-        else:
-            tl.store(cnt_ptr + regs, rc)
-        # the appends and counts are stores of other warps: order them first
-        tl.debug_barrier()
-        tk, ti, count = _compact(
-            scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-            cnt_ptr, count, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH,
+        tk, ti, count = _publish_and_compact(
+            wcnt, rc, count, cur, k, B2 // 2, tk, scr_k, scr_i, cnt_ptr,
+            USE_ASM, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         cur = CAP - cur
         wcnt = (count - warp + NREG - 1) // NREG
@@ -666,10 +681,7 @@ def deepselect_rows_kernel(
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
     cnt_ptr = cand_cnt_ptr + pid * NREG
-    t = tl.arange(0, 256)
-    warp = t // 32
-    leader = (t % 32) == 0
-    regs = tl.arange(0, NREG)
+    warp = tl.arange(0, 256) // 32
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -813,26 +825,10 @@ def deepselect_rows_kernel(
                 n_hitblk += (count > c_before).to(tl.int64)
         if PROFILE:
             t2 = _clock(count)
-        if USE_ASM:
-            tl.store(cnt_ptr + warp, wcnt, mask=leader)
-        else:
-            tl.store(cnt_ptr + regs, rc)
-        tl.debug_barrier()
-        tk, ti, count = _compact(
-            scr_k + cur,
-            scr_i + cur,
-            scr_k + (CAP - cur),
-            scr_i + (CAP - cur),
-            cnt_ptr,
-            count,
-            k,
-            0,
-            tk,
-            CAP,
-            CH,
-            NP,
-            REG_SEARCH,
-        )
+        tk, ti, count = _publish_and_compact(
+            wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
+            USE_ASM, CAP, CH, NP, REG_SEARCH,
+        )  # fmt: skip
         tl.debug_barrier()
         # ---- output: the survivors, count <= k of them, dealt over the other half
         o = tl.arange(0, KP)
