@@ -53,3 +53,18 @@ def assert_same_along_dim(got, want, dim: int, sorted_: bool) -> None:
         wv = wv.gather(dim, p)
     assert torch.equal(gi, wi)
     assert torch.equal(gv, wv)
+
+
+def warm_then_capture(fn):
+    """Run ``fn`` twice on a side stream (kernels compile outside the capture), then
+    capture it in a CUDA graph; returns ``(graph, result of the captured call)``."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = fn()
+    return graph, result

@@ -21,6 +21,7 @@ import os
 
 import pytest
 import torch
+from helpers import warm_then_capture
 
 from deepselect.engine import (
     counter_uniform,
@@ -111,15 +112,7 @@ def captured(fn):
             box[0] = fn()
 
         return again, box
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = fn()
+    graph, result = warm_then_capture(fn)
 
     def replay():
         graph.replay()

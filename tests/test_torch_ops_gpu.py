@@ -6,7 +6,7 @@ on distinct values, a stable ``torch.sort`` for the lowest-index tie policy.
 
 import pytest
 import torch
-from helpers import assert_same_along_dim
+from helpers import assert_same_along_dim, warm_then_capture
 
 from deepselect.torch_ops import topk
 
@@ -86,26 +86,11 @@ def test_fp64_and_integers_fall_back_to_torch():
     assert torch.equal(got.indices, want.indices) and torch.equal(got.values, want.values)
 
 
-def _warm_then_capture(fn):
-    """Run ``fn`` twice on a side stream (kernels compile outside the capture), then
-    capture it in a CUDA graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = fn()
-    return graph, result
-
-
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape, k, dim", [((6, 200_000), 512, -1), ((64, 4096), 64, 1)])
 def test_cuda_graph_replay(dtype, shape, k, dim):
     x = rand(shape, dtype, seed=0)
-    graph, result = _warm_then_capture(lambda: topk(x, k, dim))
+    graph, result = warm_then_capture(lambda: topk(x, k, dim))
     for seed in range(1, 4):
         x.copy_(rand(shape, dtype, seed=seed))  # change the input in place
         graph.replay()
@@ -121,7 +106,7 @@ def test_cuda_graph_replay_with_out(shape, dim):
     out_shape[dim] = k
     v = torch.empty(out_shape, device=DEV)
     i = torch.empty(out_shape, device=DEV, dtype=torch.int64)
-    graph, result = _warm_then_capture(lambda: topk(x, k, dim, out=(v, i)))
+    graph, result = warm_then_capture(lambda: topk(x, k, dim, out=(v, i)))
     assert result.values is v and result.indices is i
     for seed in range(6, 9):
         x.copy_(rand(shape, seed=seed))

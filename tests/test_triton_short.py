@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import assert_same_topk, bits
+from helpers import assert_same_topk, bits, warm_then_capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -279,14 +279,7 @@ def test_gpu_graph_replay_with_windows_changing(rows, n):
     def call():
         topk_rows(x, k, begin=begin, end=end, order="index", out_values=ov, out_indices=oi)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()  # compile and warm up off the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph, _ = warm_then_capture(call)
     for seed in range(3):
         x.copy_(make("distinct32" if seed % 2 else "normal", rows, n, x.dtype, "cuda", seed=seed))
         begin.copy_(torch.randint(0, n // 2, (rows,), device="cuda", generator=g))

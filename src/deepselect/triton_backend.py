@@ -173,6 +173,27 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
     )
 
 
+def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) -> tuple:
+    """The kernels' per-row window and index-offset arguments: ``(has_window, begin,
+    end, off_tensor, off_ptr, off_scalar)``; ``placeholder`` stands in for absent
+    tensors."""
+    rows, n = x.shape
+    dev = x.device
+    has_window = opt.begin is not None or opt.end is not None
+    begin = end = placeholder
+    if has_window:
+        begin = opt.begin
+        if begin is None:
+            begin = torch.zeros(rows, dtype=torch.int64, device=dev)
+        end = opt.end
+        if end is None:
+            end = torch.full((rows,), n, dtype=torch.int64, device=dev)
+    off_tensor = isinstance(opt.index_offset, torch.Tensor)
+    off_ptr = opt.index_offset if off_tensor else placeholder
+    off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
+    return has_window, begin, end, off_tensor, off_ptr, off_scalar
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -277,21 +298,7 @@ def run_triton(
     scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_n = torch.empty((grid, K.NREG.value), dtype=torch.int32, device=dev)
-    has_window = opt.begin is not None or opt.end is not None
-    if has_window:
-        begin = (
-            opt.begin if opt.begin is not None else torch.zeros(rows, dtype=torch.int64, device=dev)
-        )
-        end = (
-            opt.end
-            if opt.end is not None
-            else torch.full((rows,), n, dtype=torch.int64, device=dev)
-        )
-    else:
-        begin = end = out_indices  # unused placeholders
-    off_tensor = isinstance(opt.index_offset, torch.Tensor)
-    off_ptr = opt.index_offset if off_tensor else out_indices
-    off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
+    has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     page_args, page_flags = page_arguments(page, out_indices)

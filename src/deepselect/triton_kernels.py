@@ -71,6 +71,42 @@ def _key_to_raw(key, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST: tl.con
     return tl.where((kl & SIGN) != 0, kl ^ SIGN, (~kl) & KEY_MASK).to(tl.uint32)
 
 
+@triton.jit
+def _raw_key(
+    raw,
+    RAW16: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+):
+    """Selection keys of loaded raw bits (an int16 or int32 view of the values)."""
+    if RAW16:
+        raw = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
+    else:
+        raw = raw.to(tl.uint32, bitcast=True)
+    return _to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+
+
+@triton.jit
+def _window(begin_ptr, end_ptr, row, N):
+    """Row ``row``'s window ``[lo, hi)``, clamped to ``[0, N]`` (an empty one if
+    ``end < begin``)."""
+    lo = tl.load(begin_ptr + row).to(tl.int32)
+    hi = tl.load(end_ptr + row).to(tl.int32)
+    lo = tl.minimum(tl.maximum(lo, 0), N)
+    return lo, tl.maximum(tl.minimum(hi, N), lo)
+
+
+@triton.jit
+def _best_first(ck, ci, real):
+    """The indices ``ci`` ordered by key ``ck`` descending, ties by lower index (entries
+    not ``real`` go last): one descending sort of (key, ~index)."""
+    comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
+    comb = tl.sort(tl.where(real, comb, 0), descending=True)
+    return (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+
+
 # ------------------------------------------------------------- PTX core of the filter
 def _ptx_key(dst: str, raw: str, bits: int, inf: int, largest: bool) -> list[str]:
     """PTX lines computing the selection key of ``raw`` (b32, low ``bits`` bits) into
@@ -249,11 +285,7 @@ def _filter_portable(
     idx = blk_start + tl.arange(0, B)
     valid = (idx >= lo) & (idx < hi)
     raw = tl.load(x_row + idx, mask=valid, other=0)
-    if RAW16:
-        raw = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
-    else:
-        raw = raw.to(tl.uint32, bitcast=True)
-    key = _to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+    key = _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     hit = valid & ((key > tk) | ((key == tk) & (idx < ti)))
     h = tl.reshape(hit.to(tl.int32), [NREG, R])
     nh = tl.sum(h, axis=1)
@@ -696,10 +728,7 @@ def deepselect_rows_kernel(
         if PROFILE:
             t_row = _clock(row)
         if HAS_WINDOW:
-            lo = tl.load(begin_ptr + row).to(tl.int32)
-            hi = tl.load(end_ptr + row).to(tl.int32)
-            lo = tl.minimum(tl.maximum(lo, 0), N)
-            hi = tl.maximum(tl.minimum(hi, N), lo)
+            lo, hi = _window(begin_ptr, end_ptr, row, N)
         else:
             lo = row * 0
             hi = lo + N
@@ -836,10 +865,8 @@ def deepselect_rows_kernel(
         slot = (CAP - cur) + (o % NREG) * S + o // NREG
         ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
         ci = tl.load(scr_i + slot, mask=real, other=0)
-        if ORDER == 1:  # best first, ties by lower index: one descending sort
-            comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
-            comb = tl.sort(tl.where(real, comb, 0), descending=True)
-            ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+        if ORDER == 1:  # best first, ties by lower index
+            ci = _best_first(ck, ci, real)
         if ORDER == 2:  # ascending index
             ci = tl.sort(tl.where(real, ci, 0x7FFFFFFF))
         om = o < k

@@ -45,7 +45,6 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -55,10 +54,16 @@ import triton.language as tl
 
 from . import triton_kernels as K
 from .options import Order, TopkOptions
-from .triton_backend import PageMap, _fill_bits, page_arguments
-
-_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
-_RAW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+from .triton_backend import (
+    _ORDER_CODE,
+    _RAW,
+    PageMap,
+    _fill_bits,
+    _interpreting,
+    _next_pow2,
+    page_arguments,
+    row_arguments,
+)
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -211,21 +216,14 @@ def short_rows_kernel(
         valid = idx >= 0
     else:
         if HAS_WINDOW:
-            lo = tl.load(begin_ptr + row).to(tl.int32)
-            hi = tl.load(end_ptr + row).to(tl.int32)
-            lo = tl.minimum(tl.maximum(lo, 0), N)
-            hi = tl.maximum(tl.minimum(hi, N), lo)
+            lo, hi = K._window(begin_ptr, end_ptr, row, N)
         else:
             lo = 0
             hi = N
         idx = pos_in
         valid = (o < L) & (idx >= lo) & (idx < hi)
         raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=valid, other=0)
-        if RAW16:
-            raw = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
-        else:
-            raw = raw.to(tl.uint32, bitcast=True)
-        keys = K._to_key(raw, KEY_MASK, SIGN, INF_BITS, LARGEST)
+        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
 
     # 1. count and key range of the valid elements
     if FUSED_STATS:  # one block-wide reduction
@@ -279,14 +277,8 @@ def short_rows_kernel(
             real = q < kk
             ci = tl.load(oi_row + q.to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
             craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-            if RAW16:
-                craw = craw.to(tl.uint16, bitcast=True).to(tl.uint32)
-            else:
-                craw = craw.to(tl.uint32, bitcast=True)
-            ck = K._to_key(craw, KEY_MASK, SIGN, INF_BITS, LARGEST)
-            comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
-            comb = tl.sort(tl.where(real, comb, 0), descending=True)
-            ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+            ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+            ci = K._best_first(ck, ci, real)
             tl.debug_barrier()  # every read of the staged indices before the rewrite
             wm = q < k
             mapped = K._out_index(
@@ -391,14 +383,6 @@ class ShortPlan:
     np_pivots: int
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
 
 
 def _warps(nmax: int) -> int:
@@ -562,21 +546,7 @@ def run_short(
         return
     dev = x.device
     raw = x.view(_RAW[x.dtype])  # same width: a view for any strides
-    has_window = opt.begin is not None or opt.end is not None
-    if has_window:
-        begin = (
-            opt.begin if opt.begin is not None else torch.zeros(rows, dtype=torch.int64, device=dev)
-        )
-        end = (
-            opt.end
-            if opt.end is not None
-            else torch.full((rows,), n, dtype=torch.int64, device=dev)
-        )
-    else:
-        begin = end = out_indices  # unused placeholders
-    off_tensor = isinstance(opt.index_offset, torch.Tensor)
-    off_ptr = opt.index_offset if off_tensor else out_indices
-    off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
+    has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     fill_bits = _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)
     page_args, page_flags = page_arguments(page, out_indices)
     no_page, _ = page_arguments(None, out_indices)
