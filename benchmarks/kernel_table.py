@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import statistics
 import sys
 
@@ -21,7 +22,13 @@ import torch
 
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import check_variant, launch_config, other_search, run_triton
+from deepselect.triton_backend import (
+    check_variant,
+    launch_config,
+    occupancy_variant,
+    other_search,
+    run_triton,
+)
 
 L2_BYTES = 60 * 2**20
 
@@ -90,9 +97,10 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="default",
-        choices=["default", "other", "both", "check2", "all"],
-        help="the default launch, the other compaction key search, both, compaction "
-        "checked every 2 blocks (check2), or all three",
+        help="comma-separated launch variants: default, other (the other compaction key "
+        "search), check2 (compaction checked every 2 blocks), occN (N programs "
+        "per SM); 'both' = default,other; "
+        "'all' = default,other,check2",
     )
     a = p.parse_args()
     rows_out = []
@@ -103,9 +111,11 @@ def main() -> None:
         f"{'%read':>6s} check"
     )
     print(hdr, flush=True)
-    variants = {"both": ["default", "other"], "all": ["default", "other", "check2"]}.get(
-        a.variant, [a.variant]
-    )
+    variants = {"both": "default,other", "all": "default,other,check2"}.get(a.variant, a.variant)
+    variants = variants.split(",")
+    for v in variants:
+        if v not in ("default", "other", "check2") and not re.fullmatch(r"occ\d+", v):
+            p.error(f"unknown variant {v!r}")
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
@@ -124,8 +134,12 @@ def main() -> None:
                 cfg = other_search(cfg)
             if variant == "check2":
                 cfg = check_variant(cfg, k, 2)
-            variant = ("regs" if cfg.reg_search else "passes") + (
-                f"/c{cfg.check_every}" if cfg.check_every > 1 else ""
+            if variant.startswith("occ"):
+                cfg = occupancy_variant(cfg, int(variant[3:]))
+            variant = (
+                ("regs" if cfg.reg_search else "passes")
+                + (f"/c{cfg.check_every}" if cfg.check_every > 1 else "")
+                + (f"/o{cfg.programs_per_sm}" if cfg.programs_per_sm != 2 else "")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

@@ -27,6 +27,7 @@ from deepselect.triton_backend import (
     _sm_count,
     check_variant,
     launch_config,
+    occupancy_variant,
     other_search,
     run_triton,
 )
@@ -39,7 +40,7 @@ SHAPES = [  # dtype, batch, N, k, order
     ("fp32", 4096, 129_280, 512, "value"),
     ("fp32", 256, 129_280, 512, "value"),
 ]
-QUICK = [SHAPES[1], SHAPES[2], SHAPES[5]]
+QUICK = [SHAPES[0], SHAPES[1], SHAPES[5]]
 FIELDS = ["row", "filter", "compact", "final", "n_comp", "hits", "hit_blocks", "rows"]
 
 
@@ -62,8 +63,9 @@ def variants(dtype, k, quick=False):
         return {
             "default": (base, False),
             "preset": (base, True),
-            "check2": (check_variant(base, k, 2), False),
-            "check2pre": (check_variant(base, k, 2), True),
+            "occ3": (occupancy_variant(base, 3), False),
+            "occ3pre": (occupancy_variant(base, 3), True),
+            "occ4pre": (occupancy_variant(base, 4), True),
         }
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP
@@ -102,7 +104,6 @@ def main() -> None:
         # each input's true k-th key (computed before timing)
         kth = {id(x): to_keys(torch.topk(x, k, dim=1).values[:, -1:]).view(-1) for x in inputs}
         kth = {key: q.to(torch.int32) for key, q in kth.items()}
-        grid = min(rows, 2 * _sm_count(0))
         shape = f"{dts} {rows}x{n} k={k} {order}"
         for name, (cfg, use_preset) in variants(dtype, k, a.quick).items():
             if name == "other" and cfg == launch_config(dtype, k):
@@ -114,6 +115,7 @@ def main() -> None:
             status = check(inputs[0], k, order, v, i)
             ms = time_ms(fn, inputs, a.repeats)
             pcfg = cfg
+            grid = min(rows, cfg.programs_per_sm * _sm_count(0))
             prof = torch.zeros((grid, 8), dtype=torch.int64, device="cuda")
             call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
             tot = prof.sum(dim=0).double() / rows

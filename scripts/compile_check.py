@@ -119,11 +119,23 @@ def ptxas_report(ptx: str) -> str:
     )
 
 
+def sass(cubin: bytes) -> str:
+    """The cubin's SASS as nvdisasm prints it (control flow annotated)."""
+    nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/nvdisasm")
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "k.cubin")
+        open(f, "wb").write(cubin)
+        return subprocess.run(
+            [nvdisasm, "-c", "-g", f], capture_output=True, text=True, check=True
+        ).stdout
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="all")
     p.add_argument("--k", type=int, nargs="*", default=[512])
     p.add_argument("--ptx", default=None)
+    p.add_argument("--sass", default=None, help="also write the SASS (nvdisasm) to this prefix")
     p.add_argument("--other-search", action="store_true", help="the other compaction key search")
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
@@ -152,6 +164,8 @@ def main() -> None:
                 )
                 if a.ptx:
                     open(f"{a.ptx}.{d}.{k}.{order.value}.ptx", "w").write(ptx)
+                if a.sass:
+                    open(f"{a.sass}.{d}.{k}.{order.value}.sass", "w").write(sass(c.asm["cubin"]))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 # One call on a GPU machine: the kernel's phase profile (PROFILE=1), the kernel
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
 # key search), robustness distributions in full mode (ROBUST="..."), then the GPU
-# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all).
+# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
+# TESTS=none skips them). TABLE=0 skips the table.
 # SHORT=1 adds the few/short-rows table, BENCH=1 `deepselect bench --quick` with plots,
-# NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset).
+# NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
+# ENGINE=1 benchmarks/engine_bench.py --quick.
 # The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
 # with 16 cores, 8 shards of ~20 tests each needed more than 200 s.
 # Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
@@ -21,26 +23,37 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 if [ "${PROFILE:-0}" = 1 ]; then
   (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick)) 2>&1 | tee "$OUT/profile.txt"
 fi
-timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+if [ "${TABLE:-1}" = 1 ]; then
+  timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+fi
 if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, normal and preset
   for pre in "" --preset; do
     (cd benchmarks && timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:deepselect_rows_kernel \
       --launch-skip 1 --launch-count 1 --section WarpStateStats --section SchedulerStats \
       --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-      python3 one_call.py $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "Stall|Warp Cycles|Issued|Eligible|Throughput|Occupancy|Registers" | head -40
+      --section SourceCounters --section InstructionStats \
+      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
+      python3 one_call.py $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "stalled|Warp Cycles|Issued Warp|Eligible Warps|Memory Throughput|L2 Hit" | sort -k3 -g -r | head -30
   done
 fi
 if [ "${SHORT:-0}" = 1 ]; then
   (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py) 2>&1 | tee "$OUT/short.txt"
 fi
+if [ "${ENGINE:-0}" = 1 ]; then  # engine operations beside plain torch (issue figures)
+  timeout ${ENGINE_TIMEOUT:-120} python3 benchmarks/engine_bench.py --quick --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.txt" | tail -40
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout ${BENCH_TIMEOUT:-100} python3 -m deepselect bench --quick --csv "$OUT/bench.csv" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -30
+fi
+if [ "${TESTS:-tests}" = none ]; then :; else
+# the shards' files stay on the machine (few files come back); their logs in one file
+OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-functions} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 fi
 if [ "$mode" = full ]; then
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
     timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi
-OUT="$OUT" GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-functions} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
-echo "==== table"; cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
+echo "==== table"; [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
 [ -f "$OUT/short.txt" ] && cat "$OUT/short.txt"

@@ -116,6 +116,16 @@ def kernel_constants(
     )
 
 
+def occupancy_variant(cfg: LaunchConfig, programs_per_sm: int) -> LaunchConfig:
+    """``cfg`` with ``programs_per_sm`` programs per SM: the register cap that lets
+    them fit (256 threads each, 64K registers per SM) and the compaction's search by
+    passes (its register-held form needs CAP / 256 more registers). For A/B timing."""
+    regs = (65536 // (256 * programs_per_sm)) // 8 * 8
+    return dataclasses.replace(
+        cfg, programs_per_sm=programs_per_sm, maxnreg=min(regs, 255), reg_search=False
+    )
+
+
 def other_search(cfg: LaunchConfig) -> LaunchConfig:
     """``cfg`` with the other compaction key search, where it fits (for A/B timing)."""
     if not cfg.reg_search and cfg.CAP > 8192:  # 16384 keys would not fit in registers
