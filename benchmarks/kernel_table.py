@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import os
 import re
 import statistics
@@ -99,7 +100,7 @@ def main() -> None:
         default="default",
         help="comma-separated launch variants: default, other (the other compaction key "
         "search), check2 (compaction checked every 2 blocks), occN (N programs "
-        "per SM); 'both' = default,other; "
+        "per SM), novec (4-byte loads, three blocks rotated); 'both' = default,other; "
         "'all' = default,other,check2",
     )
     a = p.parse_args()
@@ -114,7 +115,7 @@ def main() -> None:
     variants = {"both": "default,other", "all": "default,other,check2"}.get(a.variant, a.variant)
     variants = variants.split(",")
     for v in variants:
-        if v not in ("default", "other", "check2") and not re.fullmatch(r"occ\d+", v):
+        if v not in ("default", "other", "check2", "novec") and not re.fullmatch(r"occ\d+", v):
             p.error(f"unknown variant {v!r}")
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
@@ -134,12 +135,15 @@ def main() -> None:
                 cfg = other_search(cfg)
             if variant == "check2":
                 cfg = check_variant(cfg, k, 2)
+            if variant == "novec":
+                cfg = dataclasses.replace(cfg, vec=False)
             if variant.startswith("occ"):
                 cfg = occupancy_variant(cfg, int(variant[3:]))
             variant = (
                 ("regs" if cfg.reg_search else "passes")
                 + (f"/c{cfg.check_every}" if cfg.check_every > 1 else "")
                 + (f"/o{cfg.programs_per_sm}" if cfg.programs_per_sm != 2 else "")
+                + ("" if cfg.vec else "/nv")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

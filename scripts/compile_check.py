@@ -8,6 +8,7 @@ pressure before any GPU time is spent.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
@@ -37,12 +38,15 @@ def compile_rows_kernel(
     profile=False,
     paged=False,
     every=1,
+    novec=False,
 ):
     cfg = launch_config(dtype, k)
     if every > 1:
         cfg = check_variant(cfg, k, every)
     if other_search:
         cfg = other_search_of(cfg)
+    if novec:
+        cfg = dataclasses.replace(cfg, vec=False)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -84,6 +88,7 @@ def compile_rows_kernel(
         write_values=True,
         idx64=idx64,
         asm=asm,
+        vec=cfg.vec,
     )
     consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
     consts.update(HAS_R2B=paged)
@@ -141,6 +146,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="the profiling build")
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
     p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
+    p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -156,6 +162,7 @@ def main() -> None:
                     profile=a.profile,
                     paged=a.paged,
                     every=a.every,
+                    novec=a.novec,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -45,6 +45,12 @@ class LaunchConfig:
     check_every: blocks between compaction checks (the only block-wide step of the
        stream); a region must then hold check_every blocks' worst-case hits, so
        ``CAP // 8 > check_every * B // 8``. An experiment: see `check_variant()`.
+    vec: 16-byte loads of the block's words (two per thread, where the rows start on
+       16-byte boundaries; masked 4-byte loads at window edges) and one block loaded
+       ahead, rather than eight 4-byte loads per thread and three blocks rotated
+       through registers (a copy of a pending load waits for it, so the rotation held
+       no more loads in flight). Fewer instructions per block; the loop's cost is its
+       instruction count (Nsight Compute: few memory stalls, see RESULTS.md).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -61,6 +67,7 @@ class LaunchConfig:
     reg_search: bool = False
     maxnreg: int | None = 128
     check_every: int = 1
+    vec: bool = False
 
 
 def _next_pow2(v: int) -> int:
@@ -73,8 +80,9 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     B = K.THREADS * K.WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
     return LaunchConfig(
-        B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192
-    )
+        B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
+        vec=True,
+    )  # fmt: skip
 
 
 def kernel_constants(
@@ -88,6 +96,7 @@ def kernel_constants(
     write_values: bool,
     idx64: bool,
     asm: bool,
+    vec: bool = False,
 ) -> dict:
     """The compile-time parameters of ``deepselect_rows_kernel`` for one call shape
     (also used by scripts/compile_check.py, so both compile the same kernel)."""
@@ -105,7 +114,7 @@ def kernel_constants(
         WRITE_VALUES=write_values,
         IDX64=idx64,
         USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16) if asm else "",
+        FILTER=K.filter_asm(bits, largest, fp16, vec) if asm else "",
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,
@@ -113,6 +122,7 @@ def kernel_constants(
         NP=cfg.NP,
         REG_SEARCH=cfg.reg_search,
         CHECK_EVERY=cfg.check_every,
+        VEC=vec,
     )
 
 
@@ -216,6 +226,11 @@ def _sm_count(device_index: int) -> int:
 def _words_aligned(x: torch.Tensor) -> bool:
     """The PTX filter reads 32-bit words: the rows must start on 4-byte boundaries."""
     return x.data_ptr() % 4 == 0 and (x.stride(0) * x.element_size()) % 4 == 0
+
+
+def _vec_aligned(x: torch.Tensor) -> bool:
+    """The vector loads read 16 bytes: the rows must start on 16-byte boundaries."""
+    return x.data_ptr() % 16 == 0 and (x.stride(0) * x.element_size()) % 16 == 0
 
 
 def use_asm(x: torch.Tensor) -> bool:
@@ -346,6 +361,7 @@ def run_triton(
             write_values=write_values,
             idx64=out_indices.dtype == torch.int64,
             asm=asm,
+            vec=asm and cfg.vec and _vec_aligned(x),
         ),
         PROFILE=profile is not None,
         PRESET=preset is not None,

@@ -146,14 +146,24 @@ def _inf_bits(bits: int, fp16: bool) -> int:
 
 
 @cache  # built once: the string is a compile-time constant of every launch
-def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
+def _word_elem(c: int, j: int, per_word: int, vec: bool) -> int:
+    """Offset, from the thread's first element, of element ``j`` of the thread's word
+    ``c``. Strided layout: word ``c`` of thread ``t`` is word ``c * 256 + t`` of the
+    block. Vector layout (``vec``): words ``q * 1024 + 4 t + r`` for ``c = 4 q + r``
+    (two 16-byte loads per thread), the thread's first element at ``4 t`` words."""
+    word = (c // 4) * 4 * THREADS + c % 4 if vec else c * THREADS
+    return word * per_word + j
+
+
+def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
     """One thread's share of the block filter, with its warp's hits appended.
 
     Operands: $0 the warp's new candidate count (out, the same in every lane);
     $1..$8 the thread's words; $9 threshold value bits (16-bit types: in both
     halves); $10 threshold key; $11 threshold index; $12 index of the thread's first
-    element; $13 lo, $14 hi (the window); $15 the warp's candidate count; $16, $17
-    the warp's key and index regions (64-bit pointers).
+    element (word layout: :func:`_word_elem`); $13 lo, $14 hi (the window); $15 the
+    warp's candidate count; $16, $17 the warp's key and index regions (64-bit
+    pointers).
 
     A packed compare of the values with the threshold value (NaN is unordered, so
     it passes) decides whether the warp has anything to look at; only then do the
@@ -187,7 +197,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
     for c in range(WORDS):
         out += [f"setp.eq.u32 %p, %f{c}, 0;", f"@%p bra $$SKIP{c}${{:uid}};"]
         for j in range(per_word):
-            elem = c * THREADS * per_word + j
+            elem = _word_elem(c, j, per_word, vec)
             out += _ptx_element_key(w[c], j * bits, bits, inf, largest)
             out += [
                 f"add.s32 %idx, $12, {elem};",
@@ -228,7 +238,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool) -> str:
             f"@%p bra $$NOW{c}${{:uid}};",
         ]
         for j in range(per_word):
-            elem = c * THREADS * per_word + j
+            elem = _word_elem(c, j, per_word, vec)
             label = f"$$NO{bit}${{:uid}}"
             out += [
                 f"and.b32 %sel, %mask, {1 << bit};",
@@ -320,6 +330,41 @@ def _load_words(xw_row, blk_start, lo, hi, live, KEY_BITS: tl.constexpr):
     return w0, w1, w2, w3, w4, w5, w6, w7
 
 
+# Two 16-byte loads per thread (vector layout of :func:`_word_elem`); the caller
+# guarantees 16-byte aligned rows and a block wholly inside the window.
+VEC_LOAD_ASM = tl.constexpr(
+    "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$8];\n"
+    "ld.global.nc.v4.b32 {$4, $5, $6, $7}, [$8 + 4096];"
+)
+
+
+@triton.jit
+def _load_words_vec(xw_row, blk_start, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
+    """The 8 words per thread of one block in the vector layout: two 16-byte loads
+    where the block lies wholly inside the window, masked 4-byte loads otherwise
+    (window edges; nothing if not live). Rows must start on 16-byte boundaries."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    base = blk_start // PER_WORD + 4 * tl.arange(0, 256)
+    if live & (blk_start >= lo) & (blk_start + B <= hi):
+        w0, w1, w2, w3, w4, w5, w6, w7 = tl.inline_asm_elementwise(
+            VEC_LOAD_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,l", [xw_row + base],
+            dtype=(tl.int32,) * 8, is_pure=True, pack=1,
+        )  # fmt: skip
+    else:
+        wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
+        whi = (hi + PER_WORD - 1) // PER_WORD
+        w0 = tl.load(xw_row + base, mask=(base >= wlo) & (base < whi), other=0)
+        w1 = tl.load(xw_row + base + 1, mask=(base + 1 >= wlo) & (base + 1 < whi), other=0)
+        w2 = tl.load(xw_row + base + 2, mask=(base + 2 >= wlo) & (base + 2 < whi), other=0)
+        w3 = tl.load(xw_row + base + 3, mask=(base + 3 >= wlo) & (base + 3 < whi), other=0)
+        b4 = base + 1024
+        w4 = tl.load(xw_row + b4, mask=(b4 >= wlo) & (b4 < whi), other=0)
+        w5 = tl.load(xw_row + b4 + 1, mask=(b4 + 1 >= wlo) & (b4 + 1 < whi), other=0)
+        w6 = tl.load(xw_row + b4 + 2, mask=(b4 + 2 >= wlo) & (b4 + 2 < whi), other=0)
+        w7 = tl.load(xw_row + b4 + 3, mask=(b4 + 3 >= wlo) & (b4 + 3 < whi), other=0)
+    return w0, w1, w2, w3, w4, w5, w6, w7
+
+
 @triton.jit
 def _filter_words(
     w0,
@@ -343,6 +388,7 @@ def _filter_words(
     SIGN: tl.constexpr,
     LARGEST: tl.constexpr,
     FILTER: tl.constexpr,
+    VEC: tl.constexpr = False,
 ):
     """The filter with its per-thread core in PTX (see :func:`filter_asm`): returns
     each lane's copy of its warp's new candidate count."""
@@ -367,7 +413,7 @@ def _filter_words(
             zero + tv.to(tl.int32, bitcast=True),
             zero + tk.to(tl.int32, bitcast=True),
             zero + ti,
-            blk_start + t * PER_WORD,
+            blk_start + t * (4 * PER_WORD if VEC else PER_WORD),
             zero + lo,
             zero + hi,
             wcnt,
@@ -688,6 +734,7 @@ def deepselect_rows_kernel(
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
     CHECK_EVERY: tl.constexpr = 1,
+    VEC: tl.constexpr = False,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -761,8 +808,13 @@ def deepselect_rows_kernel(
             tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        # software prefetch: three blocks are in flight while one is filtered
-        if USE_ASM:
+        # software prefetch: the next block (VEC; a register copy of a pending load
+        # waits for it, so a longer rotation holds no more loads in flight) or three
+        if USE_ASM and VEC:
+            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
+                xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
+            )
+        if USE_ASM and not VEC:
             a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
                 xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
             )
@@ -779,10 +831,15 @@ def deepselect_rows_kernel(
             if PROFILE:
                 t0 = _clock(count)
                 c_before = count
-            if USE_ASM:
+            if USE_ASM and VEC:
+                b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
+                    xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+                )
+            if USE_ASM and not VEC:
                 d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
                     xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
                 )
+            if USE_ASM:
                 wcnt = _filter_words(
                     a0,
                     a1,
@@ -805,10 +862,12 @@ def deepselect_rows_kernel(
                     SIGN,
                     LARGEST,
                     FILTER,
+                    VEC,
                 )
                 a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
-                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
-                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
+                if not VEC:
+                    b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                    c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
             else:
                 rc = _filter_portable(
                     x_row,
