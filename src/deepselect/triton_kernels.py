@@ -309,6 +309,27 @@ def _filter_portable(
 
 
 @triton.jit
+def _word(xw_row, wi, wlo, whi):
+    """Word ``wi`` of the row, 0 outside the words ``[wlo, whi)``."""
+    return tl.load(xw_row + wi, mask=(wi >= wlo) & (wi < whi), other=0)
+
+
+@triton.jit
+def _masked_words(xw_row, base, wlo, whi, S: tl.constexpr):
+    """Eight words of the row, ``c = 4 q + r`` at ``base + q * 1024 + r * S`` (S = 256:
+    the strided layout; S = 1: the vector layout; :func:`_word_elem`)."""
+    w0 = _word(xw_row, base, wlo, whi)
+    w1 = _word(xw_row, base + S, wlo, whi)
+    w2 = _word(xw_row, base + 2 * S, wlo, whi)
+    w3 = _word(xw_row, base + 3 * S, wlo, whi)
+    w4 = _word(xw_row, base + 1024, wlo, whi)
+    w5 = _word(xw_row, base + 1024 + S, wlo, whi)
+    w6 = _word(xw_row, base + 1024 + 2 * S, wlo, whi)
+    w7 = _word(xw_row, base + 1024 + 3 * S, wlo, whi)
+    return w0, w1, w2, w3, w4, w5, w6, w7
+
+
+@triton.jit
 def _load_words(xw_row, blk_start, lo, hi, live, KEY_BITS: tl.constexpr):
     """The 8 words per thread of one block (masked to the window; nothing if not live).
 
@@ -319,15 +340,7 @@ def _load_words(xw_row, blk_start, lo, hi, live, KEY_BITS: tl.constexpr):
     wi = blk_start // PER_WORD + tl.arange(0, 256)
     wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
     whi = (hi + PER_WORD - 1) // PER_WORD
-    w0 = tl.load(xw_row + wi, mask=(wi >= wlo) & (wi < whi), other=0)
-    w1 = tl.load(xw_row + wi + 256, mask=(wi + 256 >= wlo) & (wi + 256 < whi), other=0)
-    w2 = tl.load(xw_row + wi + 512, mask=(wi + 512 >= wlo) & (wi + 512 < whi), other=0)
-    w3 = tl.load(xw_row + wi + 768, mask=(wi + 768 >= wlo) & (wi + 768 < whi), other=0)
-    w4 = tl.load(xw_row + wi + 1024, mask=(wi + 1024 >= wlo) & (wi + 1024 < whi), other=0)
-    w5 = tl.load(xw_row + wi + 1280, mask=(wi + 1280 >= wlo) & (wi + 1280 < whi), other=0)
-    w6 = tl.load(xw_row + wi + 1536, mask=(wi + 1536 >= wlo) & (wi + 1536 < whi), other=0)
-    w7 = tl.load(xw_row + wi + 1792, mask=(wi + 1792 >= wlo) & (wi + 1792 < whi), other=0)
-    return w0, w1, w2, w3, w4, w5, w6, w7
+    return _masked_words(xw_row, wi, wlo, whi, 256)
 
 
 # Two 16-byte loads per thread (vector layout of :func:`_word_elem`); the caller
@@ -353,15 +366,7 @@ def _load_words_vec(xw_row, blk_start, lo, hi, live, B: tl.constexpr, KEY_BITS: 
     else:
         wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
         whi = (hi + PER_WORD - 1) // PER_WORD
-        w0 = tl.load(xw_row + base, mask=(base >= wlo) & (base < whi), other=0)
-        w1 = tl.load(xw_row + base + 1, mask=(base + 1 >= wlo) & (base + 1 < whi), other=0)
-        w2 = tl.load(xw_row + base + 2, mask=(base + 2 >= wlo) & (base + 2 < whi), other=0)
-        w3 = tl.load(xw_row + base + 3, mask=(base + 3 >= wlo) & (base + 3 < whi), other=0)
-        b4 = base + 1024
-        w4 = tl.load(xw_row + b4, mask=(b4 >= wlo) & (b4 < whi), other=0)
-        w5 = tl.load(xw_row + b4 + 1, mask=(b4 + 1 >= wlo) & (b4 + 1 < whi), other=0)
-        w6 = tl.load(xw_row + b4 + 2, mask=(b4 + 2 >= wlo) & (b4 + 2 < whi), other=0)
-        w7 = tl.load(xw_row + b4 + 3, mask=(b4 + 3 >= wlo) & (b4 + 3 < whi), other=0)
+        w0, w1, w2, w3, w4, w5, w6, w7 = _masked_words(xw_row, base, wlo, whi, 1)
     return w0, w1, w2, w3, w4, w5, w6, w7
 
 
