@@ -83,7 +83,7 @@ def compile_rows_kernel(
         cfg,
         largest=largest,
         order=order,
-        has_window=True,
+        has_window=3,  # begin and end tensors
         off_tensor=False,
         write_values=True,
         idx64=idx64,

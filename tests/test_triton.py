@@ -13,7 +13,7 @@ from helpers import assert_same_topk
 from deepselect import TopkOptions, oracle_topk, topk_rows
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
-from deepselect.triton_backend import LaunchConfig, _next_pow2, run_triton
+from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -107,6 +107,8 @@ def test_windows_offsets_fill():
     for order in Order:
         check_small(x, 40, begin=begin, end=end, index_offset=off, order=order, fill_index=-2)
     check_small(x, 40, begin=begin.int(), end=end.int(), index_offset=9)
+    check_small(x, 40, begin=begin, order=Order.VALUE)  # an absent bound is loaded from
+    check_small(x, 40, end=end.int(), order=Order.INDEX)  # nowhere: 0 and N
 
 
 def test_out_of_range_windows_are_clamped():
@@ -194,6 +196,29 @@ def test_gpu_batches(rows, n):
     )
     got = topk_rows(x, 512)
     assert_same_topk(got, oracle_topk(x, 512, TopkOptions()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shift", [0, 1, 2])
+def test_gpu_stream_loads_at_every_alignment_and_window(dtype, shift):
+    """The streaming kernel's load paths at full size: 16-byte loads (rows on 16-byte
+    boundaries), 4-byte loads (4-byte boundaries) and the portable filter (bf16 rows
+    on 2-byte boundaries), each with no window, both bounds, begin only and end only
+    (partial blocks at the window edges, an odd row length)."""
+    rows, n, k = 40, 70_001, 512
+    base = make("distinct32", rows, 70_024, dtype, "cuda", seed=shift)  # 16-byte rows
+    x = base[:, shift : shift + n]
+    g = torch.Generator(device="cuda").manual_seed(shift)
+    begin = torch.randint(0, 30_000, (rows,), device="cuda", generator=g)
+    end = begin + torch.randint(0, 40_000, (rows,), device="cuda", generator=g)
+    cfg = launch_config(dtype, k)  # the streaming kernel, whatever the row count
+    for window in ({}, {"begin": begin, "end": end}, {"begin": begin}, {"end": end.int()}):
+        opt = TopkOptions(order=Order.VALUE, **window)
+        ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+        oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+        run_triton(x, k, opt, ov, oi, config=cfg)
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order)
 
 
 @pytest.mark.gpu

@@ -181,15 +181,17 @@ def indexer_topk(
                 f"{list(out.shape)} on {out.device}"
             )
 
-    begin = starts if starts is not None else torch.zeros(rows, dtype=lengths.dtype, device=dev)
-    end = begin.to(torch.int64) + lengths.to(torch.int64)
+    # without starts the lengths are the windows' ends as they are: no tensor is built
+    begin = starts
+    end = lengths if starts is None else starts.to(torch.int64) + lengths.to(torch.int64)
     if _on_cpu(scores) and rows:  # values of CPU tensors are free to check
-        bad = (lengths < 0) | (begin < 0) | (end > max_len)
+        b = begin if begin is not None else torch.zeros_like(lengths)
+        bad = (lengths < 0) | (b < 0) | (end > max_len)
         if bool(bad.any()):
             r = int(bad.nonzero()[0, 0])
             raise ValueError(
                 f"each row needs 0 <= starts, 0 <= lengths and starts + lengths <= max_len "
-                f"= {max_len}; row {r} has starts={int(begin[r])}, lengths={int(lengths[r])}"
+                f"= {max_len}; row {r} has starts={int(b[r])}, lengths={int(lengths[r])}"
             )
 
     if page_table is None:

@@ -91,7 +91,7 @@ def kernel_constants(
     *,
     largest: bool,
     order: Order,
-    has_window: bool,
+    has_window: int,
     off_tensor: bool,
     write_values: bool,
     idx64: bool,
@@ -194,24 +194,17 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
 
 
 def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) -> tuple:
-    """The kernels' per-row window and index-offset arguments: ``(has_window, begin,
-    end, off_tensor, off_ptr, off_scalar)``; ``placeholder`` stands in for absent
-    tensors."""
-    rows, n = x.shape
-    dev = x.device
-    has_window = opt.begin is not None or opt.end is not None
-    begin = end = placeholder
-    if has_window:
-        begin = opt.begin
-        if begin is None:
-            begin = torch.zeros(rows, dtype=torch.int64, device=dev)
-        end = opt.end
-        if end is None:
-            end = torch.full((rows,), n, dtype=torch.int64, device=dev)
+    """The kernels' per-row window and index-offset arguments: ``(window, begin, end,
+    off_tensor, off_ptr, off_scalar)``; ``placeholder`` stands in for absent tensors.
+    ``window`` (the kernels' HAS_WINDOW) has bit 0 set when a begin tensor is given
+    and bit 1 when an end tensor is: an absent bound costs no tensor and no load."""
+    window = (opt.begin is not None) | (opt.end is not None) << 1
+    begin = opt.begin if opt.begin is not None else placeholder
+    end = opt.end if opt.end is not None else placeholder
     off_tensor = isinstance(opt.index_offset, torch.Tensor)
     off_ptr = opt.index_offset if off_tensor else placeholder
     off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
-    return has_window, begin, end, off_tensor, off_ptr, off_scalar
+    return window, begin, end, off_tensor, off_ptr, off_scalar
 
 
 def _interpreting() -> bool:

@@ -89,11 +89,16 @@ def _raw_key(
 
 
 @triton.jit
-def _window(begin_ptr, end_ptr, row, N):
+def _window(begin_ptr, end_ptr, row, N, WINDOW: tl.constexpr):
     """Row ``row``'s window ``[lo, hi)``, clamped to ``[0, N]`` (an empty one if
-    ``end < begin``)."""
-    lo = tl.load(begin_ptr + row).to(tl.int32)
-    hi = tl.load(end_ptr + row).to(tl.int32)
+    ``end < begin``). WINDOW: bit 0, a begin tensor is given (else 0); bit 1, an end
+    tensor (else N)."""
+    lo = row * 0
+    hi = lo + N
+    if WINDOW & 1:
+        lo = tl.load(begin_ptr + row).to(tl.int32)
+    if WINDOW & 2:
+        hi = tl.load(end_ptr + row).to(tl.int32)
     lo = tl.minimum(tl.maximum(lo, 0), N)
     return lo, tl.maximum(tl.minimum(hi, N), lo)
 
@@ -780,7 +785,7 @@ def deepselect_rows_kernel(
         if PROFILE:
             t_row = _clock(row)
         if HAS_WINDOW:
-            lo, hi = _window(begin_ptr, end_ptr, row, N)
+            lo, hi = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
         else:
             lo = row * 0
             hi = lo + N

@@ -216,7 +216,7 @@ def short_rows_kernel(
         valid = idx >= 0
     else:
         if HAS_WINDOW:
-            lo, hi = K._window(begin_ptr, end_ptr, row, N)
+            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
         else:
             lo = 0
             hi = N
@@ -468,7 +468,7 @@ def kernel_constants(
     *,
     largest: bool,
     order: Order,
-    has_window: bool,
+    has_window: int,
     off_tensor: bool,
     write_values: bool,
     idx64: bool,
