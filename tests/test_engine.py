@@ -302,6 +302,26 @@ def test_sampling_inside_top_k_and_reproducible():
         assert torch.equal(b, top_k_sampling_from_logits(x, ks, temperature=temp, generator=g2))
 
 
+@pytest.mark.parametrize(
+    "kind", ["normal", "distinct2", "nan_hotspots", "ascending", "bits_negative"]
+)
+def test_seeded_draw_is_gumbel_max_over_the_masked_row(kind):
+    """With one k the draw scores only the k kept columns; it must be the draw that the
+    definition gives over the whole masked row (ties in argmax: the lowest column)."""
+    x = make(kind, 12, V, torch.float32, seed=23)
+    temp = torch.linspace(0.25, 4.0, 12)
+    for k in (1, 5, V // 3, V - 1):
+        seeds = torch.arange(12, dtype=torch.int64) * 31 + k
+        masked = top_k_mask_logits(x, k).to(torch.float32) / temp[:, None]
+        want = torch.argmax(masked - torch.log(-torch.log(counter_uniform(seeds, V))), dim=1)
+        got = top_k_sampling_from_logits(x, k, temperature=temp, seeds=seeds)
+        assert torch.equal(got, want), (k, got, want)
+        if not bool(x.isnan().any()):  # NaN logits make the probabilities NaN (documented)
+            g = torch.Generator().manual_seed(k)
+            b = top_k_sampling_from_logits(x, k, temperature=temp, generator=g)
+            assert bool(ref_keep(x, [k] * 12)[torch.arange(12), b].all())
+
+
 def test_sampling_seed_is_per_row():
     x = torch.randn(4, 100, generator=torch.Generator().manual_seed(0))
     seeds = torch.tensor([5, 6, 7, 8])

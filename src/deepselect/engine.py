@@ -378,10 +378,15 @@ def counter_uniform(seeds: torch.Tensor, n: int) -> torch.Tensor:
     >>> bool(((u > 0) & (u < 1)).all()), torch.equal(u, counter_uniform(torch.tensor([7]), 4))
     (True, True)
     """
+    return _uniform_at(seeds, torch.arange(n, dtype=torch.int64, device=seeds.device)[None, :])
+
+
+def _uniform_at(seeds: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """:func:`counter_uniform`'s numbers at the int64 columns ``col`` (``[rows, m]``, or
+    ``[1, m]`` for every row)."""
     s = seeds.to(torch.int64)
     lo, hi = s & _MASK32, (s >> 32) & _MASK32
     key = _mix32(lo ^ _mix32(hi ^ _GOLDEN))[:, None]
-    col = torch.arange(n, dtype=torch.int64, device=seeds.device)[None, :]
     h = _mix32(key ^ _mix32((col * _GOLDEN + 1) & _MASK32))
     h = _mix32(h ^ key)
     # 24 bits fit a float32 exactly; +0.5 keeps u strictly inside (0, 1).
@@ -446,6 +451,19 @@ def top_k_sampling_from_logits(
         raise TypeError(
             f"temperature must be a float or a tensor; got {type(temperature).__name__}"
         )
+    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
+        # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
+        # as over the whole row) are scored: the same draw as over the masked row,
+        # without hashing or exponentiating the V - k that cannot win.
+        _, idx = topk_rows(
+            logits, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
+        )
+        kept = logits.gather(1, idx).to(torch.float32) / temp
+        if seeds is not None:
+            pick = torch.argmax(kept - torch.log(-torch.log(_uniform_at(seeds, idx))), dim=1)
+        else:
+            pick = torch.multinomial(torch.softmax(kept, dim=1), 1, generator=generator)
+        return idx.gather(1, pick.reshape(rows, 1)).squeeze(1)
     masked = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
     if seeds is not None:
         u = counter_uniform(seeds, v)
