@@ -64,6 +64,8 @@ def variants(dtype, k, quick=False):
             "preset": (base, True),
             # the trigger's block-wide sum every 8th block: the loop almost without it
             "check8pre": (check_variant(base, k, 8), True),
+            "w32": (dataclasses.replace(base, w32=True), False),
+            "w32pre": (dataclasses.replace(base, w32=True), True),
         }
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP

@@ -39,6 +39,7 @@ def compile_rows_kernel(
     paged=False,
     every=1,
     novec=False,
+    w32=False,
 ):
     cfg = launch_config(dtype, k)
     if every > 1:
@@ -47,6 +48,8 @@ def compile_rows_kernel(
         cfg = other_search_of(cfg)
     if novec:
         cfg = dataclasses.replace(cfg, vec=False)
+    if w32:
+        cfg = dataclasses.replace(cfg, w32=True)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -147,6 +150,9 @@ def main() -> None:
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
     p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
+    p.add_argument(
+        "--w32", action="store_true", help="warp-private loop state, one-barrier trigger"
+    )
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -163,6 +169,7 @@ def main() -> None:
                     paged=a.paged,
                     every=a.every,
                     novec=a.novec,
+                    w32=a.w32,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -6,6 +6,8 @@ block and buffer so that many blocks and compactions happen; with a GPU (marker
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from helpers import assert_same_topk
@@ -219,6 +221,26 @@ def test_gpu_stream_loads_at_every_alignment_and_window(dtype, shift):
         oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
         run_triton(x, k, opt, ov, oi, config=cfg)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_warp_private_stream(kind, dtype):
+    """The streaming kernel with its loop state warp-private (``w32``: the one-barrier
+    compaction trigger), through compactions, ties, NaN, windows and k = 512 / 2048."""
+    rows, n = 24, 300_000
+    x = make(kind, rows, n, dtype, "cuda", seed=31)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
+    for k, window in ((512, {}), (2048, {"begin": begin}), (512, {"end": begin + 150_000})):
+        cfg = dataclasses.replace(launch_config(dtype, k), w32=True)
+        for order in (Order.NONE, Order.VALUE):
+            opt = TopkOptions(order=order, **window)
+            ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+            oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+            run_triton(x, k, opt, ov, oi, config=cfg)
+            assert_same_topk((ov, oi), oracle_topk(x, k, opt), order)
 
 
 @pytest.mark.gpu

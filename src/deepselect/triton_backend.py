@@ -51,6 +51,10 @@ class LaunchConfig:
        through registers (a copy of a pending load waits for it, so the rotation held
        no more loads in flight). Fewer instructions per block; the loop's cost is its
        instruction count (Nsight Compute: few memory stalls, see RESULTS.md).
+    w32: the stream's per-thread state in warp-private [32]-shaped tensors, so that
+       the compaction trigger is one barrier-reduction (``bar.red.or``) and a warp
+       max instead of a shared-memory sum with three barriers (needs ``vec``,
+       ``check_every == 1``). Not yet the default: to be timed.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -68,6 +72,7 @@ class LaunchConfig:
     maxnreg: int | None = 128
     check_every: int = 1
     vec: bool = False
+    w32: bool = False
 
 
 def _next_pow2(v: int) -> int:
@@ -123,6 +128,7 @@ def kernel_constants(
         REG_SEARCH=cfg.reg_search,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
+        W32=cfg.w32 and vec and asm and cfg.check_every == 1,
     )
 
 

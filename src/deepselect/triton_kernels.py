@@ -436,6 +436,129 @@ def _filter_words(
     )
 
 
+# --------------------------------------------------------- warp-private stream state
+# W32: the loop's per-thread state lives in [32]-shaped tensors. With 8 warps Triton
+# holds such a tensor once per warp (one element per lane, the warps "replicating" it)
+# and reduces it inside a warp, without shared memory or a barrier; the PTX below
+# gives each thread its own data (thread index from %tid), so each warp's copy is in
+# fact that warp's own. The compaction trigger is then one barrier-reduction of one
+# predicate per thread (bar.red.or: "my warp's region is nearly full") and a warp
+# max, where the [256]-shaped form took a shared-memory sum and three barriers.
+# Never store a [32]-shaped value with tl.store (Triton would write one warp's copy).
+TID_ASM = tl.constexpr("mov.u32 $0, %tid.x;")
+
+
+@triton.jit
+def _tid32(zero32):
+    """Each thread's index in the program, as a [32]-shaped (warp-private) tensor."""
+    return tl.inline_asm_elementwise(
+        TID_ASM, "=r,r", [zero32], dtype=tl.int32, is_pure=True, pack=1
+    )  # fmt: skip
+
+
+def load32_asm() -> str:
+    """Eight words per thread (vector layout, :func:`_word_elem`): $8 the address of
+    the thread's first word, $9 nonzero when the whole block lies in the window (two
+    16-byte loads), else each word $10 + r (+ 1024) is loaded only inside words
+    [$11, $12), 0 outside."""
+    out = [
+        "{",
+        ".reg .pred %pf, %p;",
+        ".reg .b32 %w;",
+        "setp.ne.s32 %pf, $9, 0;",
+        "@%pf ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$8];",
+        "@%pf ld.global.nc.v4.b32 {$4, $5, $6, $7}, [$8 + 4096];",
+        "@%pf bra $$L32D${:uid};",
+    ]
+    for c in range(8):
+        off = (c // 4) * 1024 + c % 4
+        out += [
+            f"mov.b32 ${c}, 0;",
+            f"add.s32 %w, $10, {off};",
+            "setp.ge.s32 %p, %w, $11;",
+            "setp.lt.and.s32 %p, %w, $12, %p;",
+            f"@%p ld.global.nc.b32 ${c}, [$8 + {4 * off}];",
+        ]
+    out += ["$$L32D${:uid}:", "}"]
+    return "\n".join(out)
+
+
+LOAD32_ASM = tl.constexpr(load32_asm())
+
+# $0: 1 in every thread when any thread's $1 exceeds $2 (barrier 1: Triton uses 0)
+ANY_OVER_ASM = tl.constexpr(
+    "{ .reg .pred %p, %q; setp.gt.s32 %p, $1, $2; bar.red.or.pred %q, 1, %p; "
+    "selp.s32 $0, 1, 0, %q; }"
+)
+# lane 0 of each warp stores $1 (its warp's count) at $2 + 4 * warp
+PUBLISH_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %t, %l; .reg .b64 %o, %a; mov.u32 %t, %tid.x; "
+    "and.b32 %l, %t, 31; setp.eq.u32 %p, %l, 0; shr.u32 %t, %t, 5; "
+    "mul.wide.u32 %o, %t, 4; add.s64 %a, $2, %o; @%p st.global.b32 [%a], $1; "
+    "mov.b32 $0, 0; }"
+)
+
+
+@triton.jit
+def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
+    """A block's 8 words per thread into warp-private tensors (see :func:`load32_asm`);
+    nothing if not live."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    blk = wstart * PER_WORD
+    full = (live & (blk >= lo) & (blk + B <= hi)).to(tl.int32)
+    wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
+    whi = (hi + PER_WORD - 1) // PER_WORD
+    first = wstart + woff32
+    zero = woff32 * 0
+    return tl.inline_asm_elementwise(
+        LOAD32_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,l,r,r,r,r",
+        [xw_row + first, zero + full, first, zero + wlo, zero + whi],
+        dtype=(tl.int32,) * 8, is_pure=True, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _any_over(wcnt32, limit):
+    """Whether any warp's count exceeds ``limit`` (a scalar, the same in every thread)."""
+    flag = tl.inline_asm_elementwise(
+        ANY_OVER_ASM, "=r,r,r", [wcnt32, wcnt32 * 0 + limit],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+    return tl.max(flag, axis=0) > 0
+
+
+@triton.jit
+def _publish32(wcnt32, cnt_ptr):
+    """Each warp's count to ``cnt_ptr[warp]``; then a barrier, and the total."""
+    tl.inline_asm_elementwise(
+        PUBLISH_ASM, "=r,r,l", [wcnt32, cnt_ptr + wcnt32 * 0],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+    tl.debug_barrier()  # the counts and every warp's appends before anyone reads them
+    return tl.sum(tl.load(cnt_ptr + tl.arange(0, NREG)), axis=0)
+
+
+@triton.jit
+def _filter_words32(
+    w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, wcnt32, rk, ri,
+    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    LARGEST: tl.constexpr, FILTER: tl.constexpr,
+):  # fmt: skip
+    """:func:`_filter_words` on warp-private tensors: ``first_elem`` is each thread's
+    first element, ``rk``/``ri`` its warp's regions."""
+    zero = wcnt32 * 0
+    tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
+    if KEY_BITS == 16:
+        tv = tv | (tv << 16)
+    return tl.inline_asm_elementwise(
+        FILTER, "=r" + ",r" * 15 + ",l,l",
+        [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv.to(tl.int32, bitcast=True),
+         zero + tk.to(tl.int32, bitcast=True), zero + ti, first_elem, zero + lo, zero + hi,
+         wcnt32, rk, ri],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
 # --------------------------------------------------------------------- compaction
 # A compaction reads the regions of one half of the scratch (counts in cnt_ptr) and
 # writes the survivors to the other half, survivor r at slot r // NREG of region
@@ -745,6 +868,7 @@ def deepselect_rows_kernel(
     REG_SEARCH: tl.constexpr,
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
+    W32: tl.constexpr = False,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -771,6 +895,12 @@ def deepselect_rows_kernel(
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
     cnt_ptr = cand_cnt_ptr + pid * NREG
     warp = tl.arange(0, 256) // 32
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    if W32:  # each thread's warp and first word, warp-private (see _tid32)
+        zero32 = tl.zeros([32], tl.int32)
+        tid32 = _tid32(zero32)
+        warp32 = tid32 // 32
+        woff32 = tid32 * 4
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -818,115 +948,119 @@ def deepselect_rows_kernel(
             tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        # software prefetch: the next block (VEC; a register copy of a pending load
-        # waits for it, so a longer rotation holds no more loads in flight) or three
-        if USE_ASM and VEC:
-            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
-                xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
+        if W32:  # warp-private loop state (see _tid32): a one-barrier trigger
+            LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
+            wc32 = zero32
+            a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
+                xw_row, (ja + first) * (B // PER_WORD), woff32, lo, hi, nblk > 0, B, KEY_BITS
             )
-        if USE_ASM and not VEC:
-            a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
-            )
-            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
-            )
-            c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
-            )
-        for i in range(0, nblk):
-            blk_start = (ja + first) * B
-            jd = jc + a
-            jd = tl.where(jd >= m, jd - m, jd)
+            for i in range(0, nblk):
+                blk_start = (ja + first) * B
+                b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
+                    xw_row, (jb + first) * (B // PER_WORD), woff32, lo, hi, i + 1 < nblk,
+                    B, KEY_BITS,
+                )  # fmt: skip
+                wc32 = _filter_words32(
+                    a0, a1, a2, a3, a4, a5, a6, a7, blk_start + woff32 * PER_WORD, lo, hi,
+                    tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
+                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+                )  # fmt: skip
+                a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+                ja = jb
+                jb = jb + a
+                jb = tl.where(jb >= m, jb - m, jb)
+                if _any_over(wc32, LIMIT):
+                    total = _publish32(wc32, cnt_ptr)
+                    tk, ti, count = _compact(
+                        scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
+                        cnt_ptr, total, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH,
+                    )  # fmt: skip
+                    cur = CAP - cur
+                    wc32 = (count - warp32 + NREG - 1) // NREG
             if PROFILE:
-                t0 = _clock(count)
-                c_before = count
+                t2 = _clock(count)
+            total = _publish32(wc32, cnt_ptr)
+            tk, ti, count = _compact(
+                scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
+                cnt_ptr, total, k, 0, tk, CAP, CH, NP, REG_SEARCH,
+            )  # fmt: skip
+        else:
+            # software prefetch: the next block (VEC; a register copy of a pending load
+            # waits for it, so a longer rotation holds no more loads in flight) or three
             if USE_ASM and VEC:
-                b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
-                    xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+                a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
+                    xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
                 )
             if USE_ASM and not VEC:
-                d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
-                    xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
+                a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
+                    xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
                 )
-            if USE_ASM:
-                wcnt = _filter_words(
-                    a0,
-                    a1,
-                    a2,
-                    a3,
-                    a4,
-                    a5,
-                    a6,
-                    a7,
-                    blk_start,
-                    lo,
-                    hi,
-                    tk,
-                    ti,
-                    wcnt,
-                    scr_k + cur + warp * S,
-                    scr_i + cur + warp * S,
-                    KEY_BITS,
-                    KEY_MASK,
-                    SIGN,
-                    LARGEST,
-                    FILTER,
-                    VEC,
+                b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
+                    xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
                 )
-                a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
-                if not VEC:
-                    b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
-                    c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
-            else:
-                rc = _filter_portable(
-                    x_row,
-                    blk_start,
-                    lo,
-                    hi,
-                    tk,
-                    ti,
-                    rc,
-                    scr_k + cur,
-                    scr_i + cur,
-                    B,
-                    S,
-                    KEY_BITS == 16,
-                    KEY_MASK,
-                    SIGN,
-                    INF_BITS,
-                    LARGEST,
+                c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
+                    xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
                 )
-            ja = jb
-            jb = jc
-            jc = jd
-            if PROFILE:
-                t1 = _clock(blk_start)
-                p_filt += t1 - t0
-            if CHECK_EVERY == 1:
-                tk, ti, count, cur, wcnt, rc, pc = _check(
-                    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
-                )  # fmt: skip
-            else:  # the trigger's block-wide sum every CHECK_EVERY blocks (and the last)
-                pc = tl.zeros([], tl.int64)
-                done = tl.cast(i, tl.int32) + 1
-                if (done % CHECK_EVERY == 0) | (done == nblk):
+            for i in range(0, nblk):
+                blk_start = (ja + first) * B
+                jd = jc + a
+                jd = tl.where(jd >= m, jd - m, jd)
+                if PROFILE:
+                    t0 = _clock(count)
+                    c_before = count
+                if USE_ASM and VEC:
+                    b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
+                        xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+                    )
+                if USE_ASM and not VEC:
+                    d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
+                        xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
+                    )
+                if USE_ASM:
+                    wcnt = _filter_words(
+                        a0, a1, a2, a3, a4, a5, a6, a7, blk_start, lo, hi, tk, ti, wcnt,
+                        scr_k + cur + warp * S, scr_i + cur + warp * S,
+                        KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, VEC,
+                    )  # fmt: skip
+                    a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+                    if not VEC:
+                        b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                        c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
+                else:
+                    rc = _filter_portable(
+                        x_row, blk_start, lo, hi, tk, ti, rc, scr_k + cur, scr_i + cur,
+                        B, S, KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST,
+                    )  # fmt: skip
+                ja = jb
+                jb = jc
+                jc = jd
+                if PROFILE:
+                    t1 = _clock(blk_start)
+                    p_filt += t1 - t0
+                if CHECK_EVERY == 1:
                     tk, ti, count, cur, wcnt, rc, pc = _check(
                         wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                         USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
                     )  # fmt: skip
+                else:  # the trigger's block-wide sum every CHECK_EVERY blocks (and the last)
+                    pc = tl.zeros([], tl.int64)
+                    done = tl.cast(i, tl.int32) + 1
+                    if (done % CHECK_EVERY == 0) | (done == nblk):
+                        tk, ti, count, cur, wcnt, rc, pc = _check(
+                            wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                            USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
+                        )  # fmt: skip
+                if PROFILE:
+                    p_comp += pc
+                    n_comp += (pc != 0).to(tl.int64)
+                    n_hits += count - c_before
+                    n_hitblk += (count > c_before).to(tl.int64)
             if PROFILE:
-                p_comp += pc
-                n_comp += (pc != 0).to(tl.int64)
-                n_hits += count - c_before
-                n_hitblk += (count > c_before).to(tl.int64)
-        if PROFILE:
-            t2 = _clock(count)
-        tk, ti, count = _publish_and_compact(
-            wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
-            USE_ASM, CAP, CH, NP, REG_SEARCH,
-        )  # fmt: skip
+                t2 = _clock(count)
+            tk, ti, count = _publish_and_compact(
+                wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
+                USE_ASM, CAP, CH, NP, REG_SEARCH,
+            )  # fmt: skip
         tl.debug_barrier()
         # ---- output: the survivors, count <= k of them, dealt over the other half
         o = tl.arange(0, KP)
