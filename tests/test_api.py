@@ -81,3 +81,41 @@ def test_writes_into_given_buffers():
 def test_indices_only():
     v, i = topk_rows(x2(), 4, return_values=False)
     assert v is None and i.shape == (3, 4)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"order": "value", "largest": False, "index_dtype": torch.int64},
+        {"order": "index", "begin": torch.tensor([0, 5, 30]), "end": torch.tensor([40, 9, 40])},
+        {
+            "index_offset": torch.tensor([10, -3, 1 << 20]),
+            "fill_value": 7.5,
+            "fill_index": -4,
+            "end": torch.tensor([3, 40, 0]),
+        },
+        {"index_offset": 5, "end": torch.tensor([2, 40, 0]), "return_values": False},
+        {"fill_value": -1.0, "end": torch.tensor([3, 3, 3]), "order": "value"},
+    ],
+)
+def test_topk_rows_traced_by_torch_compile(kw):
+    """Under torch.compile the call becomes the registered op plus tensor ops (one
+    graph, fullgraph=True) and returns what the eager call returns."""
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(3))
+    x[1, 4:20] = x[1, 3]  # ties
+    want = topk_rows(x, 6, **kw)
+    got = torch.compile(lambda t: topk_rows(t, 6, **kw), backend="eager", fullgraph=True)(x)
+    torch._dynamo.reset()
+    assert (got[0] is None) == (want[0] is None)
+    assert got[1].dtype == want[1].dtype and torch.equal(got[1], want[1])
+    if want[0] is not None:
+        assert torch.equal(got[0], want[0])
+    ov, oi = torch.empty(3, 6), torch.empty(3, 6, dtype=torch.int32)
+    f = torch.compile(
+        lambda t: topk_rows(t, 6, out_values=ov, out_indices=oi), backend="eager", fullgraph=True
+    )
+    v, i = f(x)
+    torch._dynamo.reset()
+    assert v is ov and i is oi
+    assert torch.equal(oi, topk_rows(x, 6)[1])

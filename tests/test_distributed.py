@@ -143,6 +143,18 @@ def _worker(rank: int, world: int, init: str, out) -> None:
             assert_same_topk(got, want, "value", msg="offset/fill")
         except AssertionError as exc:
             failures.append(str(exc))
+        # the whole call traced into one graph: collectives, select, merge, fills
+        traced = torch.compile(topk, backend="eager", fullgraph=True)
+        shard = full[:, start : start + sizes[rank]]
+        bw, ew = torch.tensor([1, 0]), torch.tensor([n, n - 2])
+        for args, kw2 in (((n + 2,), kw), ((3,), dict(order="index", begin=bw, end=ew))):
+            got = traced(shard, *args, **kw2)
+            want = deepselect.topk_rows(full, *args, index_dtype=torch.int64, **kw2)
+            try:
+                assert_same_topk(got, want, kw2["order"], msg=f"compiled {kw2['order']}")
+            except AssertionError as exc:
+                failures.append(str(exc))
+        torch._dynamo.reset()
         # a sub-group: ranks and dst are ranks of the group, not of the world
         members = [1, 3] if world == 4 else [1, 0]
         sub = dist.new_group(members)

@@ -154,6 +154,11 @@ def topk_rows(
     >>> i.tolist(), v.tolist()
     ([[1, 3]], [[2.0, 2.0]])
     """
+    if torch.compiler.is_compiling():  # a traced graph sees one registered op
+        return _traced_topk_rows(
+            x, k, largest, order, begin, end, index_offset, fill_value, fill_index,
+            index_dtype, return_values, out_values, out_indices, backend,
+        )  # fmt: skip
     opt = make_options(
         x,
         k,
@@ -181,6 +186,50 @@ def topk_rows(
     run = _pick_backend(x, backend)
     run(x, k, opt, out_values, out_indices)
     return out_values, out_indices
+
+
+def _traced_topk_rows(
+    x, k, largest, order, begin, end, index_offset, fill_value, fill_index, index_dtype,
+    return_values, out_values, out_indices, backend,
+):  # fmt: skip
+    """:func:`topk_rows` under ``torch.compile``: the registered op
+    ``deepselect::topk_rows`` (validated when it runs; its fill slots hold index -1,
+    real ones an index >= 0), then the offset, fills and output buffers as tensor ops
+    a graph can hold. A forced ``backend`` runs eagerly outside the graph."""
+    if backend is not None:
+        return _eager_topk_rows(
+            x, k, largest=largest, order=order, begin=begin, end=end,
+            index_offset=index_offset, fill_value=fill_value, fill_index=fill_index,
+            index_dtype=index_dtype, return_values=return_values, out_values=out_values,
+            out_indices=out_indices, backend=backend,
+        )  # fmt: skip
+    v, i = torch.ops.deepselect.topk_rows(
+        x, k, largest, Order.parse(order).value, begin, end, index_dtype
+    )
+    if index_offset is not None or fill_index != -1:
+        real = i >= 0
+        off = index_offset[:, None] if isinstance(index_offset, torch.Tensor) else index_offset
+        if off is not None:
+            i = i + off
+        i = torch.where(real, i, torch.full_like(i, fill_index)).to(index_dtype)
+        if fill_value is not None:
+            v = torch.where(real, v, torch.full_like(v, fill_value))
+    elif fill_value is not None:
+        v = torch.where(i >= 0, v, torch.full_like(v, fill_value))
+    if out_indices is not None:
+        i = out_indices.copy_(i)
+    if not return_values:
+        return None, i
+    if out_values is not None:
+        v = out_values.copy_(v)
+    return v, i
+
+
+def _eager_topk_rows(*args, **kw):
+    return topk_rows(*args, **kw)
+
+
+_eager_topk_rows = torch.compiler.disable(_eager_topk_rows)
 
 
 def _run_oracle(x, k, opt, out_values, out_indices) -> None:

@@ -188,7 +188,8 @@ def _shard_offset(
     else:
         both = _all_gather(torch.tensor([rows, n], dtype=torch.int64, device=dev), world, group)
         both = both.view(world, 2)
-        if dev.type == "cpu":  # host data already: checking costs no device sync
+        # host data already: checking costs no device sync (nor a traced graph a branch)
+        if dev.type == "cpu" and not torch.compiler.is_compiling():
             if bool((both[:, 0] != rows).any()):
                 raise ValueError(
                     f"x_local must have the same number of rows on every rank; "
@@ -254,7 +255,7 @@ def topk(
     offset, total = _shard_offset(x_local, group, world, shard_sizes)
 
     if begin is not None or end is not None:
-        if dev.type == "cpu":
+        if dev.type == "cpu" and not torch.compiler.is_compiling():
             # validate the global windows the way topk_rows does on the CPU
             b = begin if begin is not None else torch.zeros(rows, dtype=torch.int64)
             e = end if end is not None else total.expand(rows)
