@@ -5,19 +5,21 @@
         python benchmarks/one_call.py --rows 256 --n 1048576 [--preset]
 
 ``--preset`` starts every row at its true k-th key (the stream without the rising
-threshold), as benchmarks/profile_kernel.py does.
+threshold), as benchmarks/profile_kernel.py does; ``--w32`` runs the warp-private
+loop (``LaunchConfig.w32``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import torch
 from kernel_table import DT, draw
 
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import _sm_count, run_triton
+from deepselect.triton_backend import _sm_count, launch_config, run_triton
 
 
 def main() -> None:
@@ -28,7 +30,9 @@ def main() -> None:
     p.add_argument("--k", type=int, default=512)
     p.add_argument("--order", default="none")
     p.add_argument("--preset", action="store_true")
+    p.add_argument("--w32", action="store_true", help="the warp-private loop (LaunchConfig.w32)")
     a = p.parse_args()
+    cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32)
     x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
     opt = TopkOptions(order=a.order)
     pre = None
@@ -38,7 +42,7 @@ def main() -> None:
     v = torch.empty((a.rows, a.k), dtype=x.dtype, device="cuda")
     i = torch.empty((a.rows, a.k), dtype=torch.int32, device="cuda")
     for _ in range(2):  # the first call compiles; the profiler takes the second
-        run_triton(x, a.k, opt, v, i, preset=pre, grid=min(a.rows, 2 * _sm_count(0)))
+        run_triton(x, a.k, opt, v, i, preset=pre, config=cfg, grid=min(a.rows, 2 * _sm_count(0)))
     torch.cuda.synchronize()
 
 

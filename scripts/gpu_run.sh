@@ -27,7 +27,7 @@ if [ "${TABLE:-1}" = 1 ]; then
   timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
 fi
 if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, normal and preset
-  for pre in "" --preset; do
+  for pre in "" --preset ${NCU_EXTRA:-}; do  # NCU_EXTRA="--w32" adds a third launch
     (cd benchmarks && timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:deepselect_rows_kernel \
       --launch-skip 1 --launch-count 1 --section WarpStateStats --section SchedulerStats \
       --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
