@@ -222,7 +222,13 @@ def short_rows_kernel(
             hi = N
         idx = pos_in
         valid = (o < L) & (idx >= lo) & (idx < hi)
-        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=valid, other=0)
+        # the load's mask on 16-byte bounds (inside the row), so that it stays one
+        # vector load per 16 bytes; elements outside the window are read, not used
+        V: tl.constexpr = 8 if RAW16 else 4
+        lo_v = (lo // V) * V
+        hi_v = ((hi + V - 1) // V) * V
+        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
         keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
 
     # 1. count and key range of the valid elements
