@@ -25,7 +25,13 @@ threshold value (``set.geu.*x2``: two elements per instruction; NaN compares
 unordered, so it passes); a warp where no lane passed — the common case — is done
 after one vote. Otherwise the lanes run the exact (key, index, window) test, scan
 their hit counts with warp shuffles and store their hits in the warp's region. The
-only block-wide step per block is one sum of the region counts (the trigger).
+only block-wide step per block is one sum of the region counts (the trigger), or,
+with ``w32`` (an option, see :func:`_tid32`), one barrier-reduction of a predicate.
+
+Each thread loads its block share (32 bytes) with two 16-byte loads where the rows
+are 16-byte aligned (``vec``), one block ahead of the filter; the measured limit is
+the loop's instruction count and its per-block barrier, not memory
+(benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
