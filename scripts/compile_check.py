@@ -89,7 +89,6 @@ def compile_rows_kernel(
         has_window=3,  # begin and end tensors
         off_tensor=False,
         write_values=True,
-        idx64=idx64,
         asm=asm,
         vec=cfg.vec,
     )

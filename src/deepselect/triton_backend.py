@@ -99,7 +99,6 @@ def kernel_constants(
     has_window: int,
     off_tensor: bool,
     write_values: bool,
-    idx64: bool,
     asm: bool,
     vec: bool = False,
 ) -> dict:
@@ -117,7 +116,6 @@ def kernel_constants(
         HAS_WINDOW=has_window,
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
-        IDX64=idx64,
         USE_ASM=asm,
         FILTER=K.filter_asm(bits, largest, fp16, vec) if asm else "",
         B=cfg.B,
@@ -358,7 +356,6 @@ def run_triton(
             has_window=has_window,
             off_tensor=off_tensor,
             write_values=write_values,
-            idx64=out_indices.dtype == torch.int64,
             asm=asm,
             vec=asm and cfg.vec and _vec_aligned(x),
         ),

@@ -383,63 +383,25 @@ def _load_words_vec(xw_row, blk_start, lo, hi, live, B: tl.constexpr, KEY_BITS: 
 
 @triton.jit
 def _filter_words(
-    w0,
-    w1,
-    w2,
-    w3,
-    w4,
-    w5,
-    w6,
-    w7,
-    blk_start,
-    lo,
-    hi,
-    tk,
-    ti,
-    wcnt,
-    rk,
-    ri,
-    KEY_BITS: tl.constexpr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    LARGEST: tl.constexpr,
-    FILTER: tl.constexpr,
-    VEC: tl.constexpr = False,
-):
+    w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, wcnt, rk, ri,
+    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    LARGEST: tl.constexpr, FILTER: tl.constexpr,
+):  # fmt: skip
     """The filter with its per-thread core in PTX (see :func:`filter_asm`): returns
-    each lane's copy of its warp's new candidate count."""
-    PER_WORD: tl.constexpr = 32 // KEY_BITS
-    t = tl.arange(0, 256)
-    zero = tl.zeros([256], dtype=tl.int32)
+    each lane's copy of its warp's new candidate count. ``first_elem`` is each
+    thread's first element, ``rk``/``ri`` its warp's regions; every operand has the
+    shape of ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`)."""
+    zero = wcnt * 0
     tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
     if KEY_BITS == 16:
         tv = tv | (tv << 16)
     return tl.inline_asm_elementwise(
-        FILTER,
-        "=r" + ",r" * 15 + ",l,l",
-        [
-            w0,
-            w1,
-            w2,
-            w3,
-            w4,
-            w5,
-            w6,
-            w7,
-            zero + tv.to(tl.int32, bitcast=True),
-            zero + tk.to(tl.int32, bitcast=True),
-            zero + ti,
-            blk_start + t * (4 * PER_WORD if VEC else PER_WORD),
-            zero + lo,
-            zero + hi,
-            wcnt,
-            rk,
-            ri,
-        ],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
+        FILTER, "=r" + ",r" * 15 + ",l,l",
+        [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv.to(tl.int32, bitcast=True),
+         zero + tk.to(tl.int32, bitcast=True), zero + ti, first_elem, zero + lo, zero + hi,
+         wcnt, rk, ri],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------- warp-private stream state
@@ -542,27 +504,6 @@ def _publish32(wcnt32, cnt_ptr):
     )  # fmt: skip
     tl.debug_barrier()  # the counts and every warp's appends before anyone reads them
     return tl.sum(tl.load(cnt_ptr + tl.arange(0, NREG)), axis=0)
-
-
-@triton.jit
-def _filter_words32(
-    w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, wcnt32, rk, ri,
-    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
-    LARGEST: tl.constexpr, FILTER: tl.constexpr,
-):  # fmt: skip
-    """:func:`_filter_words` on warp-private tensors: ``first_elem`` is each thread's
-    first element, ``rk``/``ri`` its warp's regions."""
-    zero = wcnt32 * 0
-    tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
-    if KEY_BITS == 16:
-        tv = tv | (tv << 16)
-    return tl.inline_asm_elementwise(
-        FILTER, "=r" + ",r" * 15 + ",l,l",
-        [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv.to(tl.int32, bitcast=True),
-         zero + tk.to(tl.int32, bitcast=True), zero + ti, first_elem, zero + lo, zero + hi,
-         wcnt32, rk, ri],
-        dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
 
 
 # --------------------------------------------------------------------- compaction
@@ -748,6 +689,13 @@ def _out_index(pos, real, row, off, page_ptr, page_stride, max_pages, n_batch, r
 
 
 @triton.jit
+def _store_index(ptr, val, mask):
+    """Indices into an int32 or int64 output (cast to the buffer's element type: the
+    pointer's type already makes the two buffers two kernel specialisations)."""
+    tl.store(ptr, val.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _gcd(a, b):
     while b != 0:
         r = a % b
@@ -863,7 +811,6 @@ def deepselect_rows_kernel(
     HAS_WINDOW: tl.constexpr,
     OFF_TENSOR: tl.constexpr,
     WRITE_VALUES: tl.constexpr,
-    IDX64: tl.constexpr,
     USE_ASM: tl.constexpr,
     FILTER: tl.constexpr,
     B: tl.constexpr,
@@ -900,13 +847,17 @@ def deepselect_rows_kernel(
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
     cnt_ptr = cand_cnt_ptr + pid * NREG
-    warp = tl.arange(0, 256) // 32
+    t256 = tl.arange(0, 256)
+    warp = t256 // 32
     PER_WORD: tl.constexpr = 32 // KEY_BITS
+    # elements between consecutive threads' first elements (the word layouts of
+    # _word_elem: four words per thread in the vector layout, one in the strided one)
+    WORD_ELEMS: tl.constexpr = 4 * PER_WORD if VEC else PER_WORD
     if W32:  # each thread's warp and first word, warp-private (see _tid32)
         zero32 = tl.zeros([32], tl.int32)
         tid32 = _tid32(zero32)
         warp32 = tid32 // 32
-        woff32 = tid32 * 4
+        woff32 = tid32 * 4  # the vector layout's first word
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -966,7 +917,7 @@ def deepselect_rows_kernel(
                     xw_row, (jb + first) * (B // PER_WORD), woff32, lo, hi, i + 1 < nblk,
                     B, KEY_BITS,
                 )  # fmt: skip
-                wc32 = _filter_words32(
+                wc32 = _filter_words(
                     a0, a1, a2, a3, a4, a5, a6, a7, blk_start + woff32 * PER_WORD, lo, hi,
                     tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
                     KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
@@ -1024,9 +975,9 @@ def deepselect_rows_kernel(
                     )
                 if USE_ASM:
                     wcnt = _filter_words(
-                        a0, a1, a2, a3, a4, a5, a6, a7, blk_start, lo, hi, tk, ti, wcnt,
-                        scr_k + cur + warp * S, scr_i + cur + warp * S,
-                        KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, VEC,
+                        a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS,
+                        lo, hi, tk, ti, wcnt, scr_k + cur + warp * S, scr_i + cur + warp * S,
+                        KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
                     )  # fmt: skip
                     a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
                     if not VEC:
@@ -1092,10 +1043,7 @@ def deepselect_rows_kernel(
             PAGED, PAGE_SHIFT, HAS_R2B,
         )  # fmt: skip
         out = tl.where(real, mapped, fill_index.to(tl.int64))
-        if IDX64:
-            tl.store(oi_ptr + row64 * stride_oi + o, out, mask=om)
-        else:
-            tl.store(oi_ptr + row64 * stride_oi + o, out.to(tl.int32), mask=om)
+        _store_index(oi_ptr + row64 * stride_oi + o, out, om)
         # the next row's appends overwrite slots this row's output just read
         tl.debug_barrier()
         if PROFILE:

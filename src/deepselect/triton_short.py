@@ -180,7 +180,6 @@ def short_rows_kernel(
     HAS_WINDOW: tl.constexpr,
     OFF_TENSOR: tl.constexpr,
     WRITE_VALUES: tl.constexpr,
-    IDX64: tl.constexpr,
     NMAX: tl.constexpr,
     KP: tl.constexpr,
     NP: tl.constexpr,
@@ -275,10 +274,7 @@ def short_rows_kernel(
         if ORDER == 1:
             # stage the selection's indices in the output, read them back as one
             # KP vector and sort it by (key desc, index asc)
-            if IDX64:
-                tl.store(oi_row + slot.to(tl.int64) * stride_oic, idx.to(tl.int64), mask=sel)
-            else:
-                tl.store(oi_row + slot.to(tl.int64) * stride_oic, idx, mask=sel)
+            K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
             tl.debug_barrier()
             real = q < kk
             ci = tl.load(oi_row + q.to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
@@ -292,10 +288,7 @@ def short_rows_kernel(
                 PAGED, PAGE_SHIFT, HAS_R2B,
             )  # fmt: skip
             out = tl.where(real, mapped, fill_index.to(tl.int64))
-            if IDX64:
-                tl.store(oi_row + q.to(tl.int64) * stride_oic, out, mask=wm)
-            else:
-                tl.store(oi_row + q.to(tl.int64) * stride_oic, out.to(tl.int32), mask=wm)
+            K._store_index(oi_row + q.to(tl.int64) * stride_oic, out, wm)
             if WRITE_VALUES:
                 v = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
                 v = tl.where(real, v, fill_bits.to(v.dtype))
@@ -307,16 +300,10 @@ def short_rows_kernel(
                 idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
                 PAGED, PAGE_SHIFT, HAS_R2B,
             )  # fmt: skip
-            if IDX64:
-                tl.store(oi_row + s64 * stride_oic, out, mask=sel)
-            else:
-                tl.store(oi_row + s64 * stride_oic, out.to(tl.int32), mask=sel)
+            K._store_index(oi_row + s64 * stride_oic, out, sel)
             fm = (q >= kk) & (q < k)
             fi = tl.full([KP], 0, tl.int64) + fill_index
-            if IDX64:
-                tl.store(oi_row + q.to(tl.int64) * stride_oic, fi, mask=fm)
-            else:
-                tl.store(oi_row + q.to(tl.int64) * stride_oic, fi.to(tl.int32), mask=fm)
+            K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
             if WRITE_VALUES:
                 # re-read (L1/L2) rather than keep the raw bits live beside the keys
                 v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
@@ -477,7 +464,6 @@ def kernel_constants(
     has_window: int,
     off_tensor: bool,
     write_values: bool,
-    idx64: bool,
 ) -> dict:
     """The compile-time parameters of ``short_rows_kernel`` for one level of a plan
     (the launch and a compile check without a GPU build the same kernel)."""
@@ -494,7 +480,6 @@ def kernel_constants(
         HAS_WINDOW=has_window,
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
-        IDX64=idx64,
         NMAX=level.nmax,
         KP=plan.kp,
         NP=plan.np_pivots,
@@ -565,7 +550,6 @@ def run_short(
         has_window=has_window,
         off_tensor=off_tensor,
         write_values=write_values,
-        idx64=out_indices.dtype == torch.int64,
     )
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
