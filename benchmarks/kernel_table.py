@@ -21,6 +21,7 @@ import sys
 
 import torch
 
+from deepselect import bench
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
@@ -124,7 +125,6 @@ def main() -> None:
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
         inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
-        out_bytes = rows * k * (esz + 4)
         theirs = time_ms(
             lambda x, k=k, order=order: torch.topk(x, k, dim=1, sorted=order != "none"),
             inputs,
@@ -162,8 +162,8 @@ def main() -> None:
             torch.cuda.synchronize()
             status = check(inputs[0], k, order, v, i)
             ours = time_ms(ours_fn, inputs, a.repeats)
-            tb = (nbytes + out_bytes) / (ours * 1e-3) / 1e12
-            rb = nbytes / (read * 1e-3) / 1e12
+            tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), ours * 1e-3)
+            rb = bench.tbps(nbytes, read * 1e-3)
             line = (
                 f"{dts:5s} {a.dist:10s} {rows:5d} {n:8d} {k:5d} {order:5s} {variant:9s} | "
                 f"{ours:8.3f} {theirs:8.3f} {read:8.3f} | "

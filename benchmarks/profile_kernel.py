@@ -21,6 +21,7 @@ import subprocess
 import torch
 from kernel_table import DT, check, copies_for, draw, time_ms
 
+from deepselect import bench
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
@@ -120,7 +121,7 @@ def main() -> None:
             call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
             tot = prof.sum(dim=0).double() / rows
             us = tot / mhz  # cycles -> us at the maximum SM clock
-            tb = (nbytes + rows * k * (esz + 4)) / (ms * 1e-3) / 1e12
+            tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), ms * 1e-3)
             print(
                 f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
                 f"{us[2]:7.1f} {us[3]:6.1f} | {tot[4]:4.1f} {tot[5]:6.0f} {tot[6]:6.1f} {status}",

@@ -11,6 +11,7 @@ import argparse
 import torch
 from kernel_table import DT, check, copies_for, draw, time_ms
 
+from deepselect import bench
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import _sm_count, run_triton
 from deepselect.triton_short import describe, run_short, short_path
@@ -70,7 +71,7 @@ def main() -> None:
         t_topk = time_ms(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
         t_empty = time_ms(lambda x: empty.zero_(), inputs, a.repeats)
         best = min(t for t in (t_short, t_stream) if t == t)
-        tb = (nbytes + rows * k * (esz + 4)) / (best * 1e-3) / 1e12
+        tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
         print(
             f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
             + f" {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} {t_topk:8.3f} "
