@@ -91,6 +91,41 @@ def _cases(world: int):
             )
 
 
+def _run_case(c: dict, rank: int, dev: torch.device, failures: list) -> None:
+    """One sharded call of case ``c`` on this rank (rows built from the case's seed,
+    this rank's shard on ``dev``), against ``topk_rows`` on the full rows; a mismatch
+    is recorded in ``failures``."""
+    sizes, rows = c["sizes"], c.get("rows", 3)
+    name = c.get("name", str(c))
+    n = sum(sizes)
+    full = _rows(c["kind"], rows, n, c["dtype"], c["seed"]).to(dev)
+    start = sum(sizes[:rank])
+    shard = full[:, start : start + sizes[rank]]
+    begin = end = None
+    if c["window"]:
+        begin, end = (t.to(dev) for t in _windows(rows, n, c["seed"]))
+    kw = dict(
+        largest=c["largest"],
+        order=c["order"],
+        begin=begin,
+        end=end,
+        index_dtype=c["index_dtype"],
+    )
+    ss = sizes if c["seed"] % 2 else None  # every other case skips the size exchange
+    got = topk(shard, c["k"], dst=c["dst"], shard_sizes=ss, **kw)
+    if c["dst"] is not None and rank != c["dst"]:
+        if got is not None:
+            failures.append(f"{name}: rank {rank} is not dst but got a result")
+        return
+    want = deepselect.topk_rows(full, c["k"], **kw)
+    try:
+        assert got[0].device == dev, f"{name}: result on {got[0].device}"
+        assert got[1].dtype == c["index_dtype"] and got[0].dtype == c["dtype"], name
+        assert_same_topk(got, want, c["order"], msg=name)
+    except AssertionError as exc:
+        failures.append(str(exc))
+
+
 def _worker(rank: int, world: int, init: str, out) -> None:
     dist.init_process_group(
         "gloo",
@@ -103,33 +138,8 @@ def _worker(rank: int, world: int, init: str, out) -> None:
     count = 0
     try:
         for c in _cases(world):
-            rows, sizes = 3, c["sizes"]
-            n = sum(sizes)
-            full = _rows(c["kind"], rows, n, c["dtype"], c["seed"])
-            start = sum(sizes[:rank])
-            shard = full[:, start : start + sizes[rank]]
-            begin, end = _windows(rows, n, c["seed"]) if c["window"] else (None, None)
-            kw = dict(
-                largest=c["largest"],
-                order=c["order"],
-                begin=begin,
-                end=end,
-                index_dtype=c["index_dtype"],
-            )
-            # every other case passes the sizes, skipping their exchange
-            ss = sizes if c["seed"] % 2 else None
-            got = topk(shard, c["k"], dst=c["dst"], shard_sizes=ss, **kw)
+            _run_case(c, rank, torch.device("cpu"), failures)
             count += 1
-            if c["dst"] is not None and rank != c["dst"]:
-                if got is not None:
-                    failures.append(f"{c}: non-dst rank got a result")
-                continue
-            want = deepselect.topk_rows(full, c["k"], **kw)
-            try:
-                assert got[1].dtype == c["index_dtype"] and got[0].dtype == c["dtype"]
-                assert_same_topk(got, want, c["order"], msg=str(c))
-            except AssertionError as exc:
-                failures.append(str(exc))
         # an index offset and a user fill on top of the global indices
         sizes = [4, 0, 7, 2][:world] if world == 4 else [4, 9]
         n = sum(sizes)

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from helpers import assert_same_topk
-from test_distributed import _rows, _windows
+from test_distributed import _rows, _run_case
 
 import deepselect
 from deepselect.distributed import topk
@@ -79,34 +79,6 @@ def _check(failures: list, got, want, order, msg: str) -> None:
         failures.append(str(exc))
 
 
-def _one_case(c: dict, rank: int, dev: torch.device, failures: list) -> None:
-    sizes, rows = c["sizes"], c["rows"]
-    n = sum(sizes)
-    full = _rows(c["kind"], rows, n, c["dtype"], c["seed"]).to(dev)
-    start = sum(sizes[:rank])
-    shard = full[:, start : start + sizes[rank]]
-    begin = end = None
-    if c["window"]:
-        begin, end = (t.to(dev) for t in _windows(rows, n, c["seed"]))
-    kw = dict(
-        largest=c["largest"],
-        order=c["order"],
-        begin=begin,
-        end=end,
-        index_dtype=c["index_dtype"],
-    )
-    ss = sizes if c["seed"] % 2 else None  # every other case skips the size exchange
-    got = topk(shard, c["k"], dst=c["dst"], shard_sizes=ss, **kw)
-    if c["dst"] is not None and rank != c["dst"]:
-        if got is not None:
-            failures.append(f"{c['name']}: rank {rank} is not dst but got a result")
-        return
-    want = deepselect.topk_rows(full, c["k"], **kw)
-    if got[0].device != dev or got[1].dtype != c["index_dtype"]:
-        failures.append(f"{c['name']}: result on {got[0].device}, {got[1].dtype}")
-    _check(failures, got, want, c["order"], c["name"])
-
-
 def _worker(rank: int, world: int, init: str, out) -> None:
     dev = _device(rank)
     if dev.type == "cuda":
@@ -124,7 +96,7 @@ def _worker(rank: int, world: int, init: str, out) -> None:
         for c in _cases():
             count += 1
             try:  # a case that raises is reported; the ranks go on to the next one together
-                _one_case(c, rank, dev, failures)
+                _run_case(c, rank, dev, failures)
             except Exception as exc:
                 failures.append(f"{c['name']}: rank {rank} raised {type(exc).__name__}: {exc}")
 
