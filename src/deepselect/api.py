@@ -206,16 +206,13 @@ def _traced_topk_rows(
     v, i = torch.ops.deepselect.topk_rows(
         x, k, largest, Order.parse(order).value, begin, end, index_dtype
     )
+    real = i >= 0
+    if index_offset is not None:
+        i = i + (index_offset[:, None] if isinstance(index_offset, torch.Tensor) else index_offset)
     if index_offset is not None or fill_index != -1:
-        real = i >= 0
-        off = index_offset[:, None] if isinstance(index_offset, torch.Tensor) else index_offset
-        if off is not None:
-            i = i + off
         i = torch.where(real, i, torch.full_like(i, fill_index)).to(index_dtype)
-        if fill_value is not None:
-            v = torch.where(real, v, torch.full_like(v, fill_value))
-    elif fill_value is not None:
-        v = torch.where(i >= 0, v, torch.full_like(v, fill_value))
+    if fill_value is not None:
+        v = torch.where(real, v, torch.full_like(v, fill_value))
     if out_indices is not None:
         i = out_indices.copy_(i)
     if not return_values:

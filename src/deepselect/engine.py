@@ -455,19 +455,15 @@ def top_k_sampling_from_logits(
         # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
         # as over the whole row) are scored: the same draw as over the masked row,
         # without hashing or exponentiating the V - k that cannot win.
-        _, idx = topk_rows(
+        _, cols = topk_rows(
             logits, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
         )
-        kept = logits.gather(1, idx).to(torch.float32) / temp
-        if seeds is not None:
-            pick = torch.argmax(kept - torch.log(-torch.log(_uniform_at(seeds, idx))), dim=1)
-        else:
-            pick = torch.multinomial(torch.softmax(kept, dim=1), 1, generator=generator)
-        return idx.gather(1, pick.reshape(rows, 1)).squeeze(1)
-    masked = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
-    if seeds is not None:
-        u = counter_uniform(seeds, v)
-        gumbel = -torch.log(-torch.log(u))
-        return torch.argmax(masked + gumbel, dim=1)
-    probs = torch.softmax(masked, dim=1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        scores = logits.gather(1, cols).to(torch.float32) / temp
+    else:
+        cols = torch.arange(v, dtype=torch.int64, device=logits.device)[None, :]
+        scores = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
+    if seeds is not None:  # Gumbel-max
+        pick = torch.argmax(scores - torch.log(-torch.log(_uniform_at(seeds, cols))), dim=1)
+    else:
+        pick = torch.multinomial(torch.softmax(scores, dim=1), 1, generator=generator)
+    return cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)
