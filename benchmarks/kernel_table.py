@@ -101,8 +101,8 @@ def main() -> None:
         default="default",
         help="comma-separated launch variants: default, other (the other compaction key "
         "search), check2 (compaction checked every 2 blocks), occN (N programs "
-        "per SM), novec (4-byte loads, three blocks rotated), w32 (warp-private loop "
-        "state, one-barrier trigger); 'both' = default,other; "
+        "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
+        "independently: every row), now32 (never); 'both' = default,other; "
         "'all' = default,other,check2",
     )
     a = p.parse_args()
@@ -117,7 +117,7 @@ def main() -> None:
     variants = {"both": "default,other", "all": "default,other,check2"}.get(a.variant, a.variant)
     variants = variants.split(",")
     for v in variants:
-        known = ("default", "other", "check2", "novec", "w32")
+        known = ("default", "other", "check2", "novec", "w32", "now32")
         if v not in known and not re.fullmatch(r"occ\d+", v):
             p.error(f"unknown variant {v!r}")
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
@@ -141,6 +141,8 @@ def main() -> None:
                 cfg = dataclasses.replace(cfg, vec=False)
             if variant == "w32":
                 cfg = dataclasses.replace(cfg, w32=True)
+            if variant == "now32":
+                cfg = dataclasses.replace(cfg, w32_from=None)
             if variant.startswith("occ"):
                 cfg = occupancy_variant(cfg, int(variant[3:]))
             variant = (
@@ -148,7 +150,7 @@ def main() -> None:
                 + (f"/c{cfg.check_every}" if cfg.check_every > 1 else "")
                 + (f"/o{cfg.programs_per_sm}" if cfg.programs_per_sm != 2 else "")
                 + ("" if cfg.vec else "/nv")
-                + ("/w32" if cfg.w32 else "")
+                + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

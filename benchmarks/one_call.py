@@ -6,7 +6,7 @@
 
 ``--preset`` starts every row at its true k-th key (the stream without the rising
 threshold), as benchmarks/profile_kernel.py does; ``--w32`` runs the warp-private
-loop (``LaunchConfig.w32``).
+loop (``LaunchConfig.w32``), otherwise the block-synchronous one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> None:
     p.add_argument("--preset", action="store_true")
     p.add_argument("--w32", action="store_true", help="the warp-private loop (LaunchConfig.w32)")
     a = p.parse_args()
-    cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32)
+    cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32, w32_from=None)
     x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
     opt = TopkOptions(order=a.order)
     pre = None

@@ -227,13 +227,21 @@ def test_gpu_stream_loads_at_every_alignment_and_window(dtype, shift):
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_gpu_warp_private_stream(kind, dtype):
-    """The streaming kernel with its loop state warp-private (``w32``: the one-barrier
-    compaction trigger), through compactions, ties, NaN, windows and k = 512 / 2048."""
+    """The streaming kernel with its loop state warp-private (``w32``: warps stream
+    independently and meet only to compact), through compactions, ties, NaN, windows
+    of 0 to ~70 blocks and k = 512 / 2048."""
     rows, n = 24, 300_000
     x = make(kind, rows, n, dtype, "cuda", seed=31)
     g = torch.Generator(device="cuda").manual_seed(1)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
-    for k, window in ((512, {}), (2048, {"begin": begin}), (512, {"end": begin + 150_000})):
+    short = begin + torch.randint(0, 12_000, (rows,), device="cuda", generator=g)
+    cases = (
+        (512, {}),
+        (2048, {"begin": begin}),
+        (512, {"end": begin + 150_000}),
+        (512, {"begin": begin, "end": short}),
+    )
+    for k, window in cases:
         cfg = dataclasses.replace(launch_config(dtype, k), w32=True)
         for order in (Order.NONE, Order.VALUE):
             opt = TopkOptions(order=order, **window)

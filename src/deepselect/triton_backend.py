@@ -51,10 +51,13 @@ class LaunchConfig:
        through registers (a copy of a pending load waits for it, so the rotation held
        no more loads in flight). Fewer instructions per block; the loop's cost is its
        instruction count (Nsight Compute: few memory stalls, see RESULTS.md).
-    w32: the stream's per-thread state in warp-private [32]-shaped tensors, so that
-       the compaction trigger is one barrier-reduction (``bar.red.or``) and a warp
-       max instead of a shared-memory sum with three barriers (needs ``vec``,
-       ``check_every == 1``). Not yet the default: to be timed.
+    w32: the stream's per-thread state in warp-private [32]-shaped tensors: each warp
+       filters its share of every block at its own pace, polls a few shared-memory
+       words after each block and meets the others only for a compaction (its region
+       nearly full) and at the end (needs ``vec``, ``check_every == 1``). Timed on an
+       H200 (benchmarks/RESULTS.md): 12% faster at 4096 x 1M bf16, 3% at 256 x 1M,
+       6-16% slower on rows of 16-64 blocks, where the per-row work dominates.
+    w32_from: rows of at least this many blocks take ``w32`` (None: only ``w32``).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -73,6 +76,7 @@ class LaunchConfig:
     check_every: int = 1
     vec: bool = False
     w32: bool = False
+    w32_from: int | None = 128
 
 
 def _next_pow2(v: int) -> int:
@@ -307,6 +311,8 @@ def run_triton(
             buf.copy_(tmp)
         return
     cfg = config or launch_config(x.dtype, k)
+    if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
+        cfg = dataclasses.replace(cfg, w32=True)  # long rows: warps stream independently
     if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
         raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32

@@ -25,13 +25,14 @@ threshold value (``set.geu.*x2``: two elements per instruction; NaN compares
 unordered, so it passes); a warp where no lane passed — the common case — is done
 after one vote. Otherwise the lanes run the exact (key, index, window) test, scan
 their hit counts with warp shuffles and store their hits in the warp's region. The
-only block-wide step per block is one sum of the region counts (the trigger), or,
-with ``w32`` (an option, see :func:`_tid32`), one barrier-reduction of a predicate.
+only block-wide step per block is one sum of the region counts (the trigger). On long
+rows (``w32``, see :func:`_tid32`) there is none: each warp streams its share of
+every block at its own pace and the warps meet only to compact (:func:`_meet`).
 
 Each thread loads its block share (32 bytes) with two 16-byte loads where the rows
-are 16-byte aligned (``vec``), one block ahead of the filter; the measured limit is
-the loop's instruction count and its per-block barrier, not memory
-(benchmarks/RESULTS.md).
+are 16-byte aligned (``vec``), one block ahead of the filter (two alternating word
+sets with ``w32``); the measured limit is the loop's instructions and the latency of
+its hit path, not memory (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -409,9 +410,10 @@ def _filter_words(
 # holds such a tensor once per warp (one element per lane, the warps "replicating" it)
 # and reduces it inside a warp, without shared memory or a barrier; the PTX below
 # gives each thread its own data (thread index from %tid), so each warp's copy is in
-# fact that warp's own. The compaction trigger is then one barrier-reduction of one
-# predicate per thread (bar.red.or: "my warp's region is nearly full") and a warp
-# max, where the [256]-shaped form took a shared-memory sum and three barriers.
+# fact that warp's own. Nothing in the loop then couples the warps: each polls a few
+# shared-memory words after each block (POLL_ASM) and the warps meet only when one of
+# them needs a compaction and at the end, where the [256]-shaped form takes a
+# block-wide sum and three barriers per block.
 # Never store a [32]-shaped value with tl.store (Triton would write one warp's copy).
 TID_ASM = tl.constexpr("mov.u32 $0, %tid.x;")
 
@@ -453,11 +455,60 @@ def load32_asm() -> str:
 
 LOAD32_ASM = tl.constexpr(load32_asm())
 
-# $0: 1 in every thread when any thread's $1 exceeds $2 (barrier 1: Triton uses 0)
-ANY_OVER_ASM = tl.constexpr(
-    "{ .reg .pred %p, %q; setp.gt.s32 %p, $1, $2; bar.red.or.pred %q, 1, %p; "
-    "selp.s32 $0, 1, 0, %q; }"
+# The warps' sync words in shared memory (Triton's own reductions use the same bytes
+# only inside a compaction, between barriers, and the words are rewritten after it):
+# words 0..7 "warp w has filtered all its blocks", word 8 "a compaction is wanted".
+# $0: bit 0 the wanted-flag (raised first if $1 > $2: this warp's region is nearly
+# full), bit 1 every warp done.
+POLL_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %a<9>; setp.gt.s32 %p, $1, $2; "
+    "@%p st.volatile.shared.b32 [global_smem+32], 1; "
+    "ld.volatile.shared.v4.b32 {%a0, %a1, %a2, %a3}, [global_smem]; "
+    "ld.volatile.shared.v4.b32 {%a4, %a5, %a6, %a7}, [global_smem+16]; "
+    "ld.volatile.shared.b32 %a8, [global_smem+32]; "
+    "and.b32 %a0, %a0, %a1; and.b32 %a2, %a2, %a3; and.b32 %a4, %a4, %a5; "
+    "and.b32 %a6, %a6, %a7; and.b32 %a0, %a0, %a2; and.b32 %a4, %a4, %a6; "
+    "and.b32 %a0, %a0, %a4; shl.b32 %a0, %a0, 1; or.b32 $0, %a0, %a8; }"
 )
+# this warp's done word := $1 (every lane stores the same); with $2, wanted := 0
+SET_SYNC_ASM = tl.constexpr(
+    "{ .reg .b32 %t, %a; .reg .pred %p; mov.u32 %t, %tid.x; shr.u32 %t, %t, 5; "
+    "shl.b32 %t, %t, 2; mov.b32 %a, global_smem; add.u32 %a, %a, %t; "
+    "st.volatile.shared.b32 [%a], $1; setp.ne.s32 %p, $2, 0; "
+    "@%p st.volatile.shared.b32 [global_smem+32], 0; mov.b32 $0, 0; }"
+)
+# a done warp waits a little before polling again (the working warps issue meanwhile)
+NAP_ASM = tl.constexpr("{ nanosleep.u32 64; mov.b32 $0, 0; }")
+
+
+@triton.jit
+def _poll(wcnt32, limit):
+    """Warp-uniform sync state (see POLL_ASM): bit 0 a compaction is wanted (raised
+    here if this warp's count exceeds ``limit``), bit 1 every warp is done."""
+    st = tl.inline_asm_elementwise(
+        POLL_ASM, "=r,r,r", [wcnt32, wcnt32 * 0 + limit],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+    return tl.max(st, axis=0)
+
+
+@triton.jit
+def _set_sync(done32, clear):
+    """This warp's done word := ``done32`` (the same in every lane); if ``clear``, the
+    wanted-flag := 0."""
+    return tl.inline_asm_elementwise(
+        SET_SYNC_ASM, "=r,r,r", [done32, done32 * 0 + clear],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _nap(dep32):
+    return tl.inline_asm_elementwise(
+        NAP_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+
+
 # lane 0 of each warp stores $1 (its warp's count) at $2 + 4 * warp
 PUBLISH_ASM = tl.constexpr(
     "{ .reg .pred %p; .reg .b32 %t, %l; .reg .b64 %o, %a; mov.u32 %t, %tid.x; "
@@ -483,16 +534,6 @@ def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.
         [xw_row + first, zero + full, first, zero + wlo, zero + whi],
         dtype=(tl.int32,) * 8, is_pure=True, pack=1,
     )  # fmt: skip
-
-
-@triton.jit
-def _any_over(wcnt32, limit):
-    """Whether any warp's count exceeds ``limit`` (a scalar, the same in every thread)."""
-    flag = tl.inline_asm_elementwise(
-        ANY_OVER_ASM, "=r,r,r", [wcnt32, wcnt32 * 0 + limit],
-        dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-    return tl.max(flag, axis=0) > 0
 
 
 @triton.jit
@@ -668,6 +709,31 @@ def _compact(
     return pk, pi, base
 
 
+@triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
+def _meet(
+    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk,
+    CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+):  # fmt: skip
+    """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
+    into the other, with each warp's count ``wcount``; the final one (slack 0) once
+    every warp is done. ``done``: this warp has filtered all its blocks. Returns the
+    threshold, the count, the half to append to (after the final compaction: the
+    half it read, as the output expects) and whether this was the final one."""
+    z32 = tl.zeros([32], tl.int32)
+    tl.debug_barrier()  # every warp is here: its appends and its done word are in
+    fin = _poll(z32, 0) >> 1  # the same in every warp
+    total = _publish32(z32 + wcount, cnt_ptr)
+    tk, ti, count = _compact(
+        scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
+        total, k, tl.where(fin != 0, 0, B2 // 2), tk, CAP, CH, NP, REG_SEARCH,
+    )  # fmt: skip
+    tl.debug_barrier()  # the compaction's use of shared memory is over
+    _set_sync(z32 + done, 1)
+    tl.debug_barrier()  # the sync words are consistent before anyone polls
+    # the survivors are in the other half; the output reads "the other half" of cur
+    return tk, ti, count, tl.where(fin != 0, cur, CAP - cur), fin
+
+
 @triton.jit
 def _out_index(pos, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
                PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr):  # fmt: skip
@@ -710,6 +776,54 @@ def _clock(dep):
     return tl.inline_asm_elementwise(
         "mov.u64 $0, %clock64;", "=l,r", [dep], dtype=tl.int64, is_pure=False, pack=1
     )
+
+
+@triton.jit
+def _next_block(j, a, m):
+    """The block after ``j`` in the order ``(a * i + c) mod m`` (``0 <= a < m``)."""
+    j = j + a
+    return tl.where(j >= m, j - m, j)
+
+
+@triton.jit
+def _warp_step(
+    w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
+    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+):  # fmt: skip
+    """One step of an independently streaming warp (W32): filter block ``ja`` from the
+    words ``w*`` and reload them with block ``jl`` (two blocks ahead), or, when this
+    warp is done, nap; then poll, and meet the others if a compaction is wanted or
+    all are done. Returns the words, cursors, progress and stream state."""
+    S: tl.constexpr = CAP // NREG
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
+    fin = i * 0
+    if i < nblk:
+        wc32 = _filter_words(
+            w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
+            tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
+            KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+        )  # fmt: skip
+        w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
+            xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
+        )
+        ja = _next_block(ja, a, m)
+        jl = _next_block(jl, a, m)
+        i += 1
+        if i == nblk:
+            _set_sync(wc32 * 0 + 1, 0)
+    else:
+        _nap(wc32)
+    if _poll(wc32, LIMIT) != 0:  # a compaction is wanted, or all are done
+        tk, ti, count, cur, fin = _meet(
+            scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
+            k, B2, tk, CAP, CH, NP, REG_SEARCH,
+        )  # fmt: skip
+        wc32 = (count - warp32 + NREG - 1) // NREG
+    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, count, cur, fin
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -891,10 +1005,8 @@ def deepselect_rows_kernel(
             a = a + 2
         a = a % m  # < m: the next block is one add and at most one subtract away
         ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
-        jb = ja + a
-        jb = tl.where(jb >= m, jb - m, jb)
-        jc = jb + a
-        jc = tl.where(jc >= m, jc - m, jc)
+        jb = _next_block(ja, a, m)
+        jc = _next_block(jb, a, m)
         cur = row * 0  # the scratch half holding the candidates: 0 or CAP
         wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
         rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
@@ -905,42 +1017,46 @@ def deepselect_rows_kernel(
             tk = tl.load(preset_ptr + row).to(tl.uint32)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        if W32:  # warp-private loop state (see _tid32): a one-barrier trigger
-            LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
+        if W32:  # warp-private loop state (see _tid32): warps stream independently
+            # Each warp filters its share of every block at its own pace and polls the
+            # sync words after each block; the warps meet (_meet) only when one asks
+            # for a compaction (its region nearly full) and once all are done. Two
+            # word sets alternate (the loop is unrolled twice), each reloaded right
+            # after its filter, so no copy waits for a pending load.
             wc32 = zero32
+            i = row * 0  # blocks this warp has filtered
+            _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
+            tl.debug_barrier()  # every warp's words written before anyone polls
+            WB: tl.constexpr = B // PER_WORD  # words per block
             a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                xw_row, (ja + first) * (B // PER_WORD), woff32, lo, hi, nblk > 0, B, KEY_BITS
+                xw_row, (ja + first) * WB, woff32, lo, hi, nblk > 0, B, KEY_BITS
             )
-            for i in range(0, nblk):
-                blk_start = (ja + first) * B
-                b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                    xw_row, (jb + first) * (B // PER_WORD), woff32, lo, hi, i + 1 < nblk,
-                    B, KEY_BITS,
+            jl = jb  # the next block to load
+            b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
+                xw_row, (jl + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
+            )
+            jl = _next_block(jl, a, m)
+            fin = row * 0
+            while fin == 0:
+                a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin = (
+                    _warp_step(
+                        a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
+                        i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
+                        cnt_ptr, k, B2, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP,
+                        CH, NP, REG_SEARCH,
+                    )
                 )  # fmt: skip
-                wc32 = _filter_words(
-                    a0, a1, a2, a3, a4, a5, a6, a7, blk_start + woff32 * PER_WORD, lo, hi,
-                    tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
-                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
-                )  # fmt: skip
-                a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
-                ja = jb
-                jb = jb + a
-                jb = tl.where(jb >= m, jb - m, jb)
-                if _any_over(wc32, LIMIT):
-                    total = _publish32(wc32, cnt_ptr)
-                    tk, ti, count = _compact(
-                        scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-                        cnt_ptr, total, k, B2 // 2, tk, CAP, CH, NP, REG_SEARCH,
+                if fin == 0:
+                    b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur, fin = (
+                        _warp_step(
+                            b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
+                            hi, i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k,
+                            scr_i, cnt_ptr, k, B2, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+                            B, CAP, CH, NP, REG_SEARCH,
+                        )
                     )  # fmt: skip
-                    cur = CAP - cur
-                    wc32 = (count - warp32 + NREG - 1) // NREG
             if PROFILE:
                 t2 = _clock(count)
-            total = _publish32(wc32, cnt_ptr)
-            tk, ti, count = _compact(
-                scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-                cnt_ptr, total, k, 0, tk, CAP, CH, NP, REG_SEARCH,
-            )  # fmt: skip
         else:
             # software prefetch: the next block (VEC; a register copy of a pending load
             # waits for it, so a longer rotation holds no more loads in flight) or three
@@ -960,8 +1076,7 @@ def deepselect_rows_kernel(
                 )
             for i in range(0, nblk):
                 blk_start = (ja + first) * B
-                jd = jc + a
-                jd = tl.where(jd >= m, jd - m, jd)
+                jd = _next_block(jc, a, m)
                 if PROFILE:
                     t0 = _clock(count)
                     c_before = count
