@@ -15,6 +15,7 @@ from deepselect.oracle import oracle_topk
 from deepselect.reference import (
     BLOCK_ORDERS,
     block_permutation,
+    block_stride,
     radix_select,
     reference_topk,
     select_row,
@@ -250,3 +251,22 @@ def test_bad_types():
         reference_topk([[1.0]], 1)
     with pytest.raises(ValueError, match="block_order must be one of"):
         block_permutation(4, "shuffled")
+
+
+def _records(a: int, c: int, m: int) -> int:
+    """Blocks of the order (a*i + c) mod m that lie beyond every block before them."""
+    pos = (a * np.arange(m, dtype=np.int64) + c) % m
+    return int(np.count_nonzero(pos == np.maximum.accumulate(pos)))
+
+
+@pytest.mark.parametrize("m", [*range(1, 130), 255, 256, 257, 295, 780, 1986, 4096, 8192])
+def test_block_stride_has_no_near_periodic_runs(m):
+    """The kernels' block order is a bijection, and on a monotone row (ascending:
+    records of the positions; descending: of the mirrored ones) few blocks are full of
+    hits, from any start (the earlier multiplier, m/phi^2 plus jitter, had up to m/2)."""
+    a = block_stride(m)
+    assert (a == 0) if m <= 1 else (0 < a < m and math.gcd(a, m) == 1)
+    if m > 1:
+        starts = range(0, m, max(1, m // 32))
+        worst = max(max(_records(a, c, m), _records(m - a, c, m)) for c in starts)
+        assert worst <= 24

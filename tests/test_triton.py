@@ -10,11 +10,15 @@ import dataclasses
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from helpers import assert_same_topk
 
 from deepselect import TopkOptions, oracle_topk, topk_rows
+from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
+from deepselect.reference import block_stride
 from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -151,6 +155,22 @@ def test_public_api_backend_triton():
     v, i = topk_rows(x, 10, backend="triton", return_values=False)
     assert v is None
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
+
+
+@triton.jit
+def _stride_kernel(m_ptr, out_ptr, n):
+    for i in range(0, n):
+        m = tl.load(m_ptr + i)
+        tl.store(out_ptr + i, K._block_stride(m, K.STRIDE_SPAN, K.STRIDE_GOOD))
+
+
+def test_block_stride_matches_the_reference():
+    """The stream kernel's block-order multiplier is the reference's definition."""
+    ms = [*range(0, 260), 511, 512, 780, 1986, 4095, 4096, 8191, 8192, 65535]
+    m = torch.tensor(ms, dtype=torch.int32, device=DEV)
+    out = torch.empty_like(m)
+    _stride_kernel[(1,)](m, out, len(ms))
+    assert out.tolist() == [block_stride(v) for v in ms]
 
 
 # ------------------------------------------------------------------ full size on a GPU

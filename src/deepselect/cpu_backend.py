@@ -31,8 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from numba import njit
+from numba.extending import register_jitable
 
+from . import reference
 from .options import Order, TopkOptions
+
+# the kernels' block-order multiplier, compiled from the reference's definition
+register_jitable(reference._largest_quotient)
+_block_stride = njit(cache=True, nogil=True)(reference.block_stride)
 
 __all__ = ["CpuConfig", "CONFIG", "run_cpu"]
 
@@ -275,25 +281,15 @@ def _radix_pass_all(keys, perm, tmp, hist, bits, n):
 
 @njit(cache=True, nogil=True)
 def _order_params(seed, row, seg, m):
-    """Multiplier a (coprime with m) and shift c of the block order (a*i + c) mod m."""
+    """Multiplier a (:func:`deepselect.reference.block_stride`) and hashed shift c of
+    the block order (a*i + c) mod m."""
     h = np.uint64(seed) ^ (np.uint64(row) * np.uint64(0x9E3779B97F4A7C15))
     h ^= np.uint64(seg) * np.uint64(0xC2B2AE3D27D4EB4F)
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     h ^= h >> np.uint64(31)
-    mm = np.uint64(m)
-    a = np.int64(h % mm) + 1
-    c = np.int64((h >> np.uint64(32)) % mm)
-    while _gcd(a, m) != 1:
-        a = a % m + 1
-    return a, c
-
-
-@njit(cache=True, nogil=True)
-def _gcd(a, b):
-    while b:
-        a, b = b, a % b
-    return a
+    c = np.int64((h >> np.uint64(32)) % np.uint64(m))
+    return _block_stride(m), c
 
 
 @njit(cache=True, nogil=True)

@@ -83,6 +83,52 @@ def _check_config(k: int, B: int, B2: int, block_order: str) -> None:
         raise ValueError(f"block_order must be one of {allowed}; got {block_order!r}")
 
 
+STRIDE_SPAN = 8  #: multipliers tried on each side of m / phi^2
+STRIDE_GOOD = 6  #: a largest partial quotient this small ends the search
+_NO_STRIDE = 1 << 30
+
+
+def _largest_quotient(m: int, a: int) -> int:
+    """The largest partial quotient of the continued fraction of ``m / a``, or
+    ``2**30`` when ``a`` is not in ``[1, m)`` or not coprime with ``m``."""
+    if a < 1 or a >= m:
+        return _NO_STRIDE
+    x, y, q = m, a, 0
+    while y != 0:
+        q = max(q, x // y)
+        x, y = y, x % y
+    return q if x == 1 else _NO_STRIDE
+
+
+def block_stride(m: int) -> int:
+    """The multiplier ``a`` of the kernels' block order ``(a*i + c) mod m``.
+
+    Near ``m / phi^2`` (golden-ratio steps spread the first blocks over the whole row)
+    and, among the multipliers within ``STRIDE_SPAN`` of it, coprime with ``m`` and
+    with the smallest largest partial quotient of ``m / a``: a large quotient means a
+    near-periodic order (a stride near ``m/2`` visits the row as two interleaved
+    sequential scans), and on monotone rows every block that lies beyond all blocks
+    visited before is a block full of hits. With this choice a row of ``m <= 2^16``
+    blocks has at most ~21 such blocks from any start, ascending or descending
+    (``m/phi^2`` plus hashed jitter had up to ``m / 2``). ``0`` for ``m <= 1``.
+
+    >>> [block_stride(m) for m in (1, 2, 16, 256, 257)]
+    [0, 1, 7, 97, 98]
+    """
+    if m <= 1:
+        return 0
+    a0 = (m * 0x61C88647) >> 32  # m / phi^2 (0x61C88647 = 2^32 / phi^2)
+    best_a, best_q = 1, _NO_STRIDE
+    for d in range(STRIDE_SPAN):
+        for a in (a0 + d, a0 - d):
+            q = _largest_quotient(m, a)
+            if q < best_q:
+                best_a, best_q = a, q
+        if best_q <= STRIDE_GOOD:
+            break
+    return best_a
+
+
 def block_permutation(m: int, block_order: str = "random", seed: int = 0, row: int = 0):
     """The order in which a row's ``m`` blocks are visited.
 

@@ -7,8 +7,9 @@ row kernel → output. Launch configuration lives in :mod:`deepselect.triton_bac
 How one program selects a row ``[lo, hi)``:
 
 1. Blocks of ``B`` elements, aligned to multiples of ``B`` from the row start, are
-   visited in the data-independent order ``(a * i + c) mod m`` with ``gcd(a, m) = 1``;
-   ``a`` and ``c`` are hashed from a fixed seed and the row number.
+   visited in the data-independent order ``(a * i + c) mod m`` with ``gcd(a, m) = 1``:
+   ``a`` near ``m / phi^2`` without near-periodic runs (``reference.block_stride``),
+   ``c`` hashed from a fixed seed and the row number.
 2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
    each block. Elements that beat it are appended to a candidate buffer in global
    memory (this program's scratch, L2-resident), split into NREG regions: warp w
@@ -42,6 +43,10 @@ from functools import cache
 import triton
 import triton.language as tl
 
+from . import reference
+
+STRIDE_SPAN = tl.constexpr(reference.STRIDE_SPAN)
+STRIDE_GOOD = tl.constexpr(reference.STRIDE_GOOD)
 THREADS = 256  # lanes of a block tile: one column per thread (num_warps = 8)
 WORDS = 8  # 32-bit words per thread per block: 16 bf16/fp16 or 8 fp32 elements
 
@@ -761,13 +766,42 @@ def _store_index(ptr, val, mask):
     tl.store(ptr, val.to(ptr.dtype.element_ty), mask=mask)
 
 
+NO_STRIDE = tl.constexpr(1 << 30)
+
+
 @triton.jit
-def _gcd(a, b):
-    while b != 0:
-        r = a % b
-        a = b
-        b = r
-    return a
+def _largest_quotient(m, a):
+    """The largest partial quotient of ``m / a``; NO_STRIDE if ``a`` is outside
+    ``[1, m)`` or not coprime with ``m`` (:func:`deepselect.reference.block_stride`)."""
+    valid = (a >= 1) & (a < m)
+    x = m
+    y = tl.where(valid, a, 0)
+    q = m * 0
+    while y != 0:
+        q = tl.maximum(q, x // y)
+        r = x % y
+        x = y
+        y = r
+    return tl.where(valid & (x == 1), q, NO_STRIDE)
+
+
+@triton.jit
+def _block_stride(m, SPAN: tl.constexpr, GOOD: tl.constexpr):
+    """The block order's multiplier for ``m`` blocks, as
+    :func:`deepselect.reference.block_stride` defines it."""
+    a0 = ((m.to(tl.int64) * 0x61C88647) >> 32).to(tl.int32)  # m / phi^2
+    best_a = m * 0 + 1
+    best_q = m * 0 + NO_STRIDE
+    d = m * 0
+    while (d < SPAN) & (best_q > GOOD):
+        q = _largest_quotient(m, a0 + d)
+        best_a = tl.where(q < best_q, a0 + d, best_a)
+        best_q = tl.minimum(q, best_q)
+        q = _largest_quotient(m, a0 - d)
+        best_a = tl.where(q < best_q, a0 - d, best_a)
+        best_q = tl.minimum(q, best_q)
+        d += 1
+    return tl.where(m > 1, best_a, 0)
 
 
 @triton.jit
@@ -980,6 +1014,8 @@ def deepselect_rows_kernel(
     n_hits = tl.zeros([], tl.int64)
     n_hitblk = tl.zeros([], tl.int64)
     n_rows = tl.zeros([], tl.int64)
+    m_prev = pid * 0 - 1  # the last row's block count and its stride
+    a_prev = pid * 0
     for row_ in range(pid, rows, nprog):
         row = tl.cast(row_, tl.int32)  # a tensor in the interpreter too
         row64 = row.to(tl.int64)
@@ -998,12 +1034,13 @@ def deepselect_rows_kernel(
         h = h ^ (h >> 15)
         h = h * 0x2C1B3C6D
         h = h ^ (h >> 12)
-        # a stride near m / phi^2 spreads the first blocks over the whole row (a small
-        # stride would visit neighbours first: almost sequential); hashed jitter.
-        a = ((m * 2) // 5 + (h % (m // 8 + 1).to(tl.uint32)).to(tl.int32)) | 1
-        while _gcd(a, m) != 1:
-            a = a + 2
-        a = a % m  # < m: the next block is one add and at most one subtract away
+        # a stride near m / phi^2 without near-periodic runs (reference.block_stride),
+        # computed again only when the row's block count changes; a < m: the next
+        # block is one add and at most one subtract away
+        if m != m_prev:
+            a_prev = _block_stride(m, STRIDE_SPAN, STRIDE_GOOD)
+            m_prev = m
+        a = a_prev
         ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
         jb = _next_block(ja, a, m)
         jc = _next_block(jb, a, m)
