@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: the kernel's phase profile (PROFILE=1), the kernel
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
-# key search), robustness distributions in full mode (ROBUST="..."), then the GPU
+# key search), robustness distributions in full mode or when ROBUST="dist ..." is
+# set (each a quick table with VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
 # SHORT=1 adds the few/short-rows table, BENCH=1 `deepselect bench --quick` with plots,
@@ -50,9 +51,10 @@ if [ "${TESTS:-tests}" = none ]; then :; else
 OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-functions} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
 cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 fi
-if [ "$mode" = full ]; then
+if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
-    timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
+    timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d --variant ${VARIANT:-default} \
+      --repeats 10 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi
 echo "==== table"; [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
