@@ -85,19 +85,19 @@ def _check_config(k: int, B: int, B2: int, block_order: str) -> None:
 
 STRIDE_SPAN = 8  #: multipliers tried on each side of m / phi^2
 STRIDE_GOOD = 6  #: a largest partial quotient this small ends the search
-_NO_STRIDE = 1 << 30
+NO_STRIDE = 1 << 30  #: what _largest_quotient returns for an unusable multiplier
 
 
 def _largest_quotient(m: int, a: int) -> int:
     """The largest partial quotient of the continued fraction of ``m / a``, or
     ``2**30`` when ``a`` is not in ``[1, m)`` or not coprime with ``m``."""
     if a < 1 or a >= m:
-        return _NO_STRIDE
+        return NO_STRIDE
     x, y, q = m, a, 0
     while y != 0:
         q = max(q, x // y)
         x, y = y, x % y
-    return q if x == 1 else _NO_STRIDE
+    return q if x == 1 else NO_STRIDE
 
 
 def block_stride(m: int) -> int:
@@ -118,7 +118,7 @@ def block_stride(m: int) -> int:
     if m <= 1:
         return 0
     a0 = (m * 0x61C88647) >> 32  # m / phi^2 (0x61C88647 = 2^32 / phi^2)
-    best_a, best_q = 1, _NO_STRIDE
+    best_a, best_q = 1, NO_STRIDE
     for d in range(STRIDE_SPAN):
         for a in (a0 + d, a0 - d):
             q = _largest_quotient(m, a)

@@ -766,7 +766,7 @@ def _store_index(ptr, val, mask):
     tl.store(ptr, val.to(ptr.dtype.element_ty), mask=mask)
 
 
-NO_STRIDE = tl.constexpr(1 << 30)
+NO_STRIDE = tl.constexpr(reference.NO_STRIDE)
 
 
 @triton.jit
