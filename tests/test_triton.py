@@ -17,6 +17,7 @@ from helpers import assert_same_topk
 from deepselect import TopkOptions, oracle_topk, topk_rows
 from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
+from deepselect.keys import from_keys, to_keys
 from deepselect.options import Order
 from deepselect.reference import block_stride
 from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
@@ -171,6 +172,59 @@ def test_block_stride_matches_the_reference():
     out = torch.empty_like(m)
     _stride_kernel[(1,)](m, out, len(ms))
     assert out.tolist() == [block_stride(v) for v in ms]
+
+
+@triton.jit
+def _coarse_kernel(tk_ptr, out_ptr, n, PAST: tl.constexpr, KEY_MASK: tl.constexpr,
+                   SIGN: tl.constexpr, LARGEST: tl.constexpr):  # fmt: skip
+    i = tl.arange(0, 1024)
+    for s in range(0, n, 1024):
+        tk = tl.load(tk_ptr + s + i, mask=s + i < n).to(tl.uint32)
+        raw = K._coarse_value(tk, (i >= 0) & PAST, KEY_MASK, SIGN, LARGEST)
+        tl.store(out_ptr + s + i, raw.to(tl.int64), mask=s + i < n)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("past", [False, True])
+def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
+    """The PTX filter's first test compares values with the coarse value of the
+    threshold key (>= when largest, <= when smallest; NaN is unordered and passes):
+    every element whose key is above the threshold key — or equal to it, unless
+    ``past`` — must pass. And ``past`` the threshold's index a tie at the threshold
+    must fail it, or knowing the index gains nothing."""
+    bits = torch.finfo(dtype).bits
+    mask = (1 << bits) - 1
+    if bits == 16:
+        tks = torch.arange(0, 1 << 16, dtype=torch.int64)
+    else:  # every 16-bit prefix with low bits 0, 1 and all ones
+        hi = torch.arange(0, 1 << 16, dtype=torch.int64) << 16
+        tks = torch.cat([hi, hi + 1, hi + 0xFFFF])
+    out = torch.empty_like(tks, device=DEV)
+    tk32 = torch.where(tks >= 2**31, tks - 2**32, tks).to(torch.int32)
+    _coarse_kernel[(1,)](tk32.to(DEV), out, len(tks), past, mask, 1 << (bits - 1), largest)
+    raw = out.cpu() & mask
+    itype = {16: torch.int16, 32: torch.int32}[bits]
+    coarse = torch.where(raw > mask >> 1, raw - (1 << bits), raw).to(itype).view(dtype)
+    inf = torch.tensor([float("-inf"), float("inf")], dtype=dtype)
+    worst, best = to_keys(inf if largest else inf.flip(0), largest).tolist()
+
+    def passes(v):  # the packed compare, elementwise
+        return torch.isnan(coarse) | (v >= coarse if largest else v <= coarse)
+
+    # the weakest element that must pass: the value of the least key at or above the
+    # bound (keys between -inf's and +inf's are all values but -0.0's, which is +0.0's
+    # neighbour; above them only NaNs)
+    bound = tks + 1 if past else tks
+    least = bound.clamp(worst, best)
+    least += to_keys(from_keys(least, dtype, largest), largest) != least
+    ok = passes(from_keys(least, dtype, largest)) | (bound > best)
+    assert bool(ok.all()), tks[~ok][:8].tolist()
+    if past:  # a value whose key is the threshold key (-0.0 has +0.0's key) fails
+        tie = from_keys(tks, dtype, largest)
+        real = (tks >= worst) & (tks < best) & (to_keys(tie, largest) == tks)
+        assert bool((~passes(tie) | torch.isnan(coarse))[real].all())
+        assert bool((~torch.isnan(coarse))[real].all())
 
 
 # ------------------------------------------------------------------ full size on a GPU

@@ -84,6 +84,20 @@ def _key_to_raw(key, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST: tl.con
 
 
 @triton.jit
+def _coarse_value(tk, past, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST: tl.constexpr):
+    """Raw bits of the value the filter's packed compare (``>=``; ``<=`` for the
+    smallest) takes against threshold key ``tk``: every element with a key above
+    ``tk`` passes it. Where ``past`` (the elements lie at or past the threshold's
+    index, so a tie cannot beat it) the next key's value, so that rows with many
+    values equal to the threshold's rarely enter the exact test."""
+    nxt = tk + 1
+    if not LARGEST:  # the key after +0.0's is -0.0's bits, which compare equal to it
+        nxt = tl.where(nxt == SIGN, nxt + 1, nxt)
+    strict = past & (tk < KEY_MASK)
+    return _key_to_raw(tl.where(strict, nxt, tk), KEY_MASK, SIGN, LARGEST)
+
+
+@triton.jit
 def _raw_key(
     raw,
     RAW16: tl.constexpr,
@@ -176,11 +190,11 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
     """One thread's share of the block filter, with its warp's hits appended.
 
     Operands: $0 the warp's new candidate count (out, the same in every lane);
-    $1..$8 the thread's words; $9 threshold value bits (16-bit types: in both
-    halves); $10 threshold key; $11 threshold index; $12 index of the thread's first
-    element (word layout: :func:`_word_elem`); $13 lo, $14 hi (the window); $15 the
-    warp's candidate count; $16, $17 the warp's key and index regions (64-bit
-    pointers).
+    $1..$8 the thread's words; $9 the value compared with (:func:`_coarse_value`;
+    16-bit types: in both halves); $10 threshold key; $11 threshold index; $12
+    index of the thread's first element (word layout: :func:`_word_elem`); $13 lo,
+    $14 hi (the window); $15 the warp's candidate count; $16, $17 the warp's key
+    and index regions (64-bit pointers).
 
     A packed compare of the values with the threshold value (NaN is unordered, so
     it passes) decides whether the warp has anything to look at; only then do the
@@ -398,7 +412,7 @@ def _filter_words(
     thread's first element, ``rk``/``ri`` its warp's regions; every operand has the
     shape of ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`)."""
     zero = wcnt * 0
-    tv = _key_to_raw(tk, KEY_MASK, SIGN, LARGEST)
+    tv = _coarse_value(tk, first_elem >= ti, KEY_MASK, SIGN, LARGEST)
     if KEY_BITS == 16:
         tv = tv | (tv << 16)
     return tl.inline_asm_elementwise(
