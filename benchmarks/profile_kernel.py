@@ -68,6 +68,8 @@ def variants(dtype, k, quick=False):
             "check8pre": (check_variant(base, k, 8), True),
             "w32": (dataclasses.replace(base, w32=True), False),
             "w32pre": (dataclasses.replace(base, w32=True), True),
+            "w32nopf": (dataclasses.replace(base, w32=True, ahead=0), False),
+            "w32nopfpre": (dataclasses.replace(base, w32=True, ahead=0), True),
         }
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP

@@ -40,6 +40,7 @@ def compile_rows_kernel(
     every=1,
     novec=False,
     w32=False,
+    ahead=None,
 ):
     cfg = launch_config(dtype, k)
     if every > 1:
@@ -50,6 +51,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, vec=False)
     if w32:
         cfg = dataclasses.replace(cfg, w32=True)
+    if ahead is not None:
+        cfg = dataclasses.replace(cfg, ahead=ahead)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -149,9 +152,8 @@ def main() -> None:
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
     p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
-    p.add_argument(
-        "--w32", action="store_true", help="warp-private loop state, one-barrier trigger"
-    )
+    p.add_argument("--w32", action="store_true", help="warps stream independently")
+    p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -169,6 +171,7 @@ def main() -> None:
                     every=a.every,
                     novec=a.novec,
                     w32=a.w32,
+                    ahead=a.ahead,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -58,6 +58,10 @@ class LaunchConfig:
        H200 (benchmarks/RESULTS.md): 12% faster at 4096 x 1M bf16, 3% at 256 x 1M,
        6-16% slower on rows of 16-64 blocks, where the per-row work dominates.
     w32_from: rows of at least this many blocks take ``w32`` (None: only ``w32``).
+    ahead: with ``w32``, each warp also asks L2 for its share of the block this many
+       blocks beyond the one it loads (0: none): more of the row in flight than the
+       two register-held blocks per warp. Timed on an H200 (benchmarks/RESULTS.md):
+       2, 4, 8 ahead all 8-14% faster on 1M rows; 4 taken.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -77,6 +81,7 @@ class LaunchConfig:
     vec: bool = False
     w32: bool = False
     w32_from: int | None = 128
+    ahead: int = 4
 
 
 def _next_pow2(v: int) -> int:
@@ -131,6 +136,7 @@ def kernel_constants(
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,
+        AHEAD=cfg.ahead,
     )
 
 

@@ -528,6 +528,26 @@ def _nap(dep32):
     )  # fmt: skip
 
 
+# where $2 != 0: the two 16-byte pieces of a block at $1 (vector layout) into L2
+PREFETCH_ASM = tl.constexpr(
+    "{ .reg .pred %p; setp.ne.s32 %p, $2, 0; @%p prefetch.global.L2 [$1]; "
+    "@%p prefetch.global.L2 [$1+4096]; mov.b32 $0, 0; }"
+)
+
+
+@triton.jit
+def _prefetch32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
+    """This warp's share of the block at word ``wstart`` into L2, if ``live`` and the
+    block lies in the window; one lane per 128-byte line asks."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    blk = wstart * PER_WORD
+    go = live & (blk >= lo) & (blk + B <= hi) & ((woff32 & 31) == 0)
+    return tl.inline_asm_elementwise(
+        PREFETCH_ASM, "=r,l,r", [xw_row + wstart + woff32, go.to(tl.int32)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
 # lane 0 of each warp stores $1 (its warp's count) at $2 + 4 * warp
 PUBLISH_ASM = tl.constexpr(
     "{ .reg .pred %p; .reg .b32 %t, %l; .reg .b64 %o, %a; mov.u32 %t, %tid.x; "
@@ -836,15 +856,17 @@ def _next_block(j, a, m):
 @triton.jit
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
-    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
     KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead), or, when this
     warp is done, nap; then poll, and meet the others if a compaction is wanted or
-    all are done. Returns the words, cursors, progress and stream state."""
+    all are done. AHEAD > 0: also ask L2 for the block AHEAD blocks after ``jl``
+    (``a_pf = AHEAD * a mod m``). Returns the words, cursors, progress and stream
+    state."""
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
@@ -858,6 +880,13 @@ def _warp_step(
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
             xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
         )
+        if AHEAD > 0:
+            jp = jl + a_pf
+            jp = tl.where(jp >= m, jp - m, jp)
+            _prefetch32(
+                xw_row, (jp + first) * (B // PER_WORD), woff32, lo, hi,
+                i + 2 + AHEAD < nblk, B, KEY_BITS,
+            )  # fmt: skip
         ja = _next_block(ja, a, m)
         jl = _next_block(jl, a, m)
         i += 1
@@ -984,6 +1013,7 @@ def deepselect_rows_kernel(
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
+    AHEAD: tl.constexpr = 0,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -1087,14 +1117,15 @@ def deepselect_rows_kernel(
                 xw_row, (jl + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
             )
             jl = _next_block(jl, a, m)
+            a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
             fin = row * 0
             while fin == 0:
                 a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin = (
                     _warp_step(
                         a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
                         i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
-                        cnt_ptr, k, B2, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP,
-                        CH, NP, REG_SEARCH,
+                        cnt_ptr, k, B2, a_pf, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B,
+                        CAP, CH, NP, REG_SEARCH, AHEAD,
                     )
                 )  # fmt: skip
                 if fin == 0:
@@ -1102,8 +1133,8 @@ def deepselect_rows_kernel(
                         _warp_step(
                             b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
                             hi, i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k,
-                            scr_i, cnt_ptr, k, B2, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
-                            B, CAP, CH, NP, REG_SEARCH,
+                            scr_i, cnt_ptr, k, B2, a_pf, KEY_BITS, KEY_MASK, SIGN, LARGEST,
+                            FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
                         )
                     )  # fmt: skip
             if PROFILE:
