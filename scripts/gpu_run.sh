@@ -53,7 +53,7 @@ cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 fi
 if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
-    timeout 120 python3 benchmarks/kernel_table.py --quick --dist $d --variant ${VARIANT:-default} \
+    timeout ${ROBUST_TIMEOUT:-200} python3 benchmarks/kernel_table.py --quick --dist $d --variant ${VARIANT:-default} \
       --repeats 10 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi
