@@ -78,20 +78,22 @@ def _add_pair(a0, a1, b0, b1):
 
 
 @triton.jit
-def _ge_word(keys, valid, lo, span, J0: tl.constexpr, NP: tl.constexpr):
+def _ge_word(keys, lo, span, J0: tl.constexpr, NP: tl.constexpr):
     """Flags ``key >= pivot_j`` for the pivots ``j = J0+1 .. J0+4`` as four 16-bit
     fields of an int64 per element, so that one sum counts four pivots (a count is
-    at most NMAX <= 16384 and fits its field)."""
+    at most NMAX <= 16384 and fits its field). Every pivot is above ``lo``, so the
+    invalid elements' key 0 never counts."""
     acc = tl.zeros(keys.shape, tl.int64)
     for t in tl.static_range(4):
         p = (lo.to(tl.uint64) + (span * (J0 + t + 1) + NP - 1) // NP).to(tl.uint32)
-        acc += (valid & (keys >= p)).to(tl.int64) << (16 * t)
+        acc += (keys >= p).to(tl.int64) << (16 * t)
     return acc
 
 
 @triton.jit
-def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr):
-    """The k-th largest valid key P and the number of valid keys above it.
+def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr):
+    """The k-th largest valid key P and the number of valid keys above it (invalid
+    elements hold key 0, below every pivot).
 
     Each step counts the valid keys ``>= p`` for NP (4 or 8) pivots spread over
     ``(lo, hi]`` with ONE block-wide reduction (the counts travel packed in int64
@@ -105,9 +107,9 @@ def _pivot_search(keys, valid, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.co
     above = (nv * 0).to(tl.int64)
     while lo < hi:
         span = (hi - lo).to(tl.uint64)
-        w0 = _ge_word(keys, valid, lo, span, 0, NP)
+        w0 = _ge_word(keys, lo, span, 0, NP)
         if NP == 8:
-            w1 = _ge_word(keys, valid, lo, span, 4, NP)
+            w1 = _ge_word(keys, lo, span, 4, NP)
             if FUSED:
                 s0, s1 = tl.reduce((w0, w1), 0, _add_pair)
             else:
@@ -230,12 +232,15 @@ def short_rows_kernel(
         raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
         keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
 
+    # invalid elements get key 0: below every pivot and never above P, so that only
+    # the stats and the ties at P need the mask (not every step of the search)
+    keys = tl.where(valid, keys, 0).to(tl.uint32)
     # 1. count and key range of the valid elements
     if FUSED_STATS:  # one block-wide reduction
         nv, kmax, kmin = tl.reduce(
             (
                 valid.to(tl.int32),
-                tl.where(valid, keys, 0).to(tl.uint32),
+                keys,
                 tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
             ),
             0,
@@ -243,14 +248,14 @@ def short_rows_kernel(
         )
     else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
         nv = tl.sum(valid.to(tl.int32), axis=0)
-        kmax = tl.max(tl.where(valid, keys, 0).to(tl.uint32), axis=0)
+        kmax = tl.max(keys, axis=0)
         kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
-    pk, above = _pivot_search(keys, valid, nv, kmax, kmin, k, NP, FUSED_STATS)
+    pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
     take_all = nv <= k
     # 3. slots: keys above P first-come, then the lowest-index ties up to kk
-    gtm = tl.where(take_all, valid, valid & (keys > pk))
+    gtm = tl.where(take_all, valid, keys > pk)
     eqm = tl.where(take_all, False, valid & (keys == pk))
     r = kk - above
     packed = tl.cumsum(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), axis=0)
