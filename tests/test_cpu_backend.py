@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +14,7 @@ pytest.importorskip("numba")
 from helpers import assert_same_topk, bits  # noqa: E402
 from numba import njit  # noqa: E402
 
-from deepselect import distributions  # noqa: E402
+from deepselect import cpu_omp, distributions  # noqa: E402
 from deepselect.api import make_options, topk_rows  # noqa: E402
 from deepselect.cpu_backend import CpuConfig, _bound, _passes, run_cpu  # noqa: E402
 from deepselect.keys import to_keys  # noqa: E402
@@ -146,6 +149,39 @@ def test_segment_split_is_bit_identical(kind, dtype):
         assert torch.equal(got[1], ref[1]), f"segments={segments} changed the result"
         assert torch.equal(bits(got[0]), bits(ref[0]))
         _check(x, 70, segments=segments, config=SMALL, order="none", begin=begin, end=end)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_openmp_region_and_thread_pool_agree(dtype, monkeypatch):
+    """The kernels run as a region of torch's OpenMP runtime where there is one, else
+    on a thread pool: the same results either way, split or not, with windows,
+    offsets, fills and values (fill bits of every width, a 64-bit one past int64)."""
+    x = distributions.make("distinct32", 5, 9001, dtype, seed=3)
+    kw = dict(
+        begin=torch.tensor([0, 10, 0, 4000, 0]),
+        end=torch.tensor([9001, 9001, 50, 9000, 0]),
+        index_offset=torch.tensor([0, 7, -3, 2**40, 1]),
+        fill_value=float("-inf") if dtype != torch.float64 else -1.0e300,
+        order="value",
+        index_dtype=torch.int64,
+    )
+    for segments in (None, 1, 3):
+        with_omp = _check(x, 90, segments=segments, config=SMALL, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(cpu_omp, "runtime", lambda: None)
+            pooled = _check(x, 90, segments=segments, config=SMALL, **kw)
+        assert torch.equal(with_omp[1], pooled[1])
+        assert torch.equal(bits(with_omp[0]), bits(pooled[0]))
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or "OpenMP" not in torch.__config__.parallel_info(),
+    reason="torch's OpenMP runtime is looked up in /proc/self/maps (Linux)",
+)
+def test_openmp_runtime_is_found():
+    """Else the kernels silently fall back to a thread pool, which shares the cores
+    with torch's still-spinning OpenMP workers after every torch operation."""
+    assert cpu_omp.runtime() is not None or os.environ.get("DEEPSELECT_OPENMP") == "0"
 
 
 def test_values_are_raw_bits():

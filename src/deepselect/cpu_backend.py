@@ -19,6 +19,12 @@ order for positive floats, unsigned for negative ones, NaNs of both signs caught
 is walked element by element, and only elements passing the prefilter get the exact
 key test, so the key work scales with the hits.
 
+Rows (or segments) are tasks that worker threads take in chunks from a shared counter.
+The workers are torch's own OpenMP threads where torch has an OpenMP runtime
+(:mod:`deepselect.cpu_omp`: after a torch operation they are still spinning, and
+threads of our own would share the cores with them), else a thread pool
+(``DEEPSELECT_OPENMP=0`` forces it).
+
 Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 (``cache=True``), so a new process loads the machine code instead of recompiling.
 """
@@ -27,13 +33,15 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import torch
-from numba import njit
+from numba import carray, cfunc, njit, types
 from numba.extending import register_jitable
 
-from . import reference
+from . import cpu_omp, reference
+from .cpu_omp import as_pointer, fetch_add
 from .options import Order, TopkOptions
 
 # the kernels' block-order multiplier, compiled from the reference's definition
@@ -476,6 +484,111 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, ca
 
 
 # ---------------------------------------------------------------------------
+# Running the stages: every worker thread takes chunks of tasks from a shared counter
+# until none is left. The workers are torch's OpenMP threads (a parallel region, see
+# cpu_omp) where possible, else a thread pool; both run _run_tasks on one int64
+# descriptor:
+# ---------------------------------------------------------------------------
+_D_NEXT, _D_COUNT, _D_CHUNK, _D_STAGE = 0, 1, 2, 3
+_D_ES, _D_NSEG, _D_K, _D_SEED, _D_ORDER, _D_VALUES, _D_FILLB, _D_FILLI = range(4, 12)
+_D_ARRAYS = 12  # then (address, rows, cols) per array, in run_cpu's order
+_D_LEN = _D_ARRAYS + 3 * 13
+_STAGE_BOTH, _STAGE_SEGMENTS, _STAGE_MERGE = 0, 1, 2
+_POOL: ThreadPoolExecutor | None = None  # where torch has no OpenMP runtime to run on
+
+
+@njit(cache=True, nogil=True)
+def _array(desc, j, ty):
+    o = _D_ARRAYS + 3 * j
+    return carray(as_pointer(desc[o], ty), (desc[o + 1], desc[o + 2]))
+
+
+@njit(cache=True, nogil=True)
+def _run_tasks(desc, T, S):
+    """One worker's share of a stage: chunks of tasks until none is left."""
+    i64 = np.int64
+    data = _array(desc, 0, T)[0]
+    rowbase = _array(desc, 1, i64)[0]
+    begin = _array(desc, 2, i64)[0]
+    end = _array(desc, 3, i64)[0]
+    consts = _array(desc, 4, T)[0]
+    cfg = _array(desc, 5, i64)[0]
+    candk = _array(desc, 6, T)
+    candi = _array(desc, 7, i64)
+    candv = _array(desc, 8, T)
+    count = _array(desc, 9, i64)[0]
+    offsets = _array(desc, 10, i64)[0]
+    outv = _array(desc, 11, T)
+    outi = _array(desc, 12, i64)
+    es, nseg, k = desc[_D_ES], desc[_D_NSEG], desc[_D_K]
+    n, chunk, stage = desc[_D_COUNT], desc[_D_CHUNK], desc[_D_STAGE]
+    next_task = as_pointer(desc.ctypes.data, i64)  # desc[_D_NEXT]
+    while True:
+        t0 = fetch_add(next_task, chunk)
+        if t0 >= n:
+            return
+        t1 = min(n, t0 + chunk)
+        if stage != _STAGE_MERGE:
+            _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, S, consts, cfg,
+                            desc[_D_SEED], candk, candi, candv, count)  # fmt: skip
+        if stage != _STAGE_SEGMENTS:
+            _stage_merge(t0, t1, data, rowbase, es, nseg, k, T, consts, candk, candi, candv,
+                         count, desc[_D_ORDER], offsets, desc[_D_VALUES] != 0,
+                         T(desc[_D_FILLB]), desc[_D_FILLI], outv, outi)  # fmt: skip
+
+
+def _region16(desc):
+    _run_tasks(carray(desc, (_D_LEN,)), np.uint16, np.int16)
+
+
+def _region32(desc):
+    _run_tasks(carray(desc, (_D_LEN,)), np.uint32, np.int32)
+
+
+def _region64(desc):
+    _run_tasks(carray(desc, (_D_LEN,)), np.uint64, np.int64)
+
+
+_REGIONS = {np.uint16: _region16, np.uint32: _region32, np.uint64: _region64}
+
+
+@cache
+def _region(T) -> int:
+    """Address of the compiled body of a parallel region for keys of type ``T``
+    (compiled on first use, cached on disk)."""
+    sig = types.void(types.CPointer(types.int64))
+    return cfunc(sig, nopython=True, cache=True)(_REGIONS[T]).address
+
+
+def _run_stage(stage: int, count: int, T, S, scalars, arrays) -> None:
+    """Run ``stage`` over ``count`` tasks on up to ``threads()`` workers.
+    ``scalars``: es, nseg, k, seed, order, has_values, fill bits, fill index;
+    ``arrays``: the kernels' arrays (1-D or C-contiguous 2-D), kept alive by the caller."""
+    global _POOL
+    workers = min(threads(), count)
+    desc = np.zeros(_D_LEN, dtype=np.int64)
+    # chunks of ~1/4 of a worker's share: balance without a counter round trip per task
+    desc[_D_COUNT : _D_STAGE + 1] = [count, max(1, count // (4 * workers)), stage]
+    # as int64 bit patterns (a 64-bit fill value may exceed the signed range)
+    desc[_D_ES : _D_FILLI + 1] = [(int(v) + 2**63) % 2**64 - 2**63 for v in scalars]
+    for j, a in enumerate(arrays):
+        assert a.flags.c_contiguous
+        shape = a.shape if a.ndim == 2 else (1, a.shape[0])
+        desc[_D_ARRAYS + 3 * j : _D_ARRAYS + 3 * j + 3] = [a.ctypes.data, *shape]
+    gomp = cpu_omp.runtime() if workers > 1 else None
+    if gomp is not None:  # on torch's OpenMP threads (ctypes lets go of the GIL)
+        gomp(_region(T), desc.ctypes.data, workers, 0)
+        return
+    # the kernels release the GIL (nogil=True): plain threads run them in parallel
+    if workers > 1 and (_POOL is None or _POOL._max_workers < workers - 1):
+        _POOL = ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="deepselect")
+    futures = [_POOL.submit(_run_tasks, desc, T, S) for _ in range(workers - 1)]
+    _run_tasks(desc, T, S)
+    for f in futures:
+        f.result()
+
+
+# ---------------------------------------------------------------------------
 # Host side
 # ---------------------------------------------------------------------------
 
@@ -490,32 +603,10 @@ _LAYOUT = {
 
 _SIGNED = {np.uint16: np.int16, np.uint32: np.int32, np.uint64: np.int64}
 
-_POOL: ThreadPoolExecutor | None = None
-
 
 def threads() -> int:
     """Worker threads of the CPU backend (``torch.get_num_threads()``)."""
     return max(1, torch.get_num_threads())
-
-
-def _parallel(fn, count: int, *args) -> None:
-    """Run ``fn(t0, t1, *args)`` over ``range(count)`` split evenly across threads.
-
-    The kernels release the GIL (``nogil=True``), so plain threads run them in
-    parallel; this compiles far faster than a ``parallel=True`` kernel.
-    """
-    global _POOL
-    workers = min(threads(), count)
-    if workers <= 1:
-        fn(0, count, *args)
-        return
-    if _POOL is None or _POOL._max_workers < workers:
-        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deepselect")
-    cuts = [count * w // workers for w in range(workers + 1)]
-    futures = [_POOL.submit(fn, cuts[w], cuts[w + 1], *args) for w in range(1, workers)]
-    fn(cuts[0], cuts[1], *args)
-    for f in futures:
-        f.result()
 
 
 def _segments(rows: int, n: int, k: int, cfg: CpuConfig) -> int:
@@ -600,8 +691,8 @@ def run_cpu(
         es = 1 if n == 1 else s1
     rowbase = np.arange(rows, dtype=np.int64) * s0
     begin, end = opt.window_bounds(rows, n, torch.device("cpu"))
-    begin, end = begin.numpy(), end.numpy()
-    offsets = opt.offset_tensor(rows, torch.device("cpu")).numpy()
+    begin, end = np.ascontiguousarray(begin.numpy()), np.ascontiguousarray(end.numpy())
+    offsets = np.ascontiguousarray(opt.offset_tensor(rows, torch.device("cpu")).numpy())
 
     kk = max(1, min(k, n))
     tasks = rows * nseg
@@ -626,22 +717,14 @@ def run_cpu(
         ov = np.empty((1, 1), dtype=utype)
     order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
     fill_index = np.int64(opt.fill_index)
-    if nseg == 1:
-        # Both stages in one task per thread: a call hands work to each thread once
-        # (waking a thread on a busy machine can cost a scheduler time slice).
-        def rows_task(r0: int, r1: int) -> None:
-            _stage_segments(r0, r1, data, rowbase, es, begin, end, 1, k, T, S, consts, cfg,
-                            config.seed, candk, candi, candv, count)  # fmt: skip
-            _stage_merge(r0, r1, data, rowbase, es, 1, k, T, consts, candk, candi, candv,
-                         count, order, offsets, has_values, fill_bits, fill_index, ov,
-                         oi)  # fmt: skip
-
-        _parallel(rows_task, rows)
+    scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
+    arrays = (data, rowbase, begin, end, consts, cfg, candk, candi, candv, count, offsets, ov,
+              oi)  # fmt: skip
+    if nseg == 1:  # both stages in one task per row: each worker is handed work once
+        _run_stage(_STAGE_BOTH, rows, T, S, scalars, arrays)
     else:
-        _parallel(_stage_segments, tasks, data, rowbase, es, begin, end, nseg, k, T, S, consts,
-                  cfg, config.seed, candk, candi, candv, count)  # fmt: skip
-        _parallel(_stage_merge, rows, data, rowbase, es, nseg, k, T, consts, candk, candi, candv,
-                  count, order, offsets, has_values, fill_bits, fill_index, ov, oi)  # fmt: skip
+        _run_stage(_STAGE_SEGMENTS, tasks, T, S, scalars, arrays)
+        _run_stage(_STAGE_MERGE, rows, T, S, scalars, arrays)
     if not direct_i:
         out_indices.copy_(torch.from_numpy(oi))
     if has_values and not direct_v:
