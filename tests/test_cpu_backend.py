@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
 
 import numpy as np
@@ -290,3 +292,28 @@ def test_thresholds_on_special_values(dtype, largest):
         for k in (1, 30, 700):
             for config in (SMALL, SMALL5):
                 _check(x, k, config=config, order="value", largest=largest)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_works_in_a_forked_child():
+    """Neither torch's OpenMP team nor our thread pool survives fork: a child process
+    (a data-loader worker, say) must not wait on threads it does not have."""
+    x = distributions.make("normal", 8, 20_000, torch.float32, seed=5)
+    want = _check(x, 50)  # the parent's team or pool exists now
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports through the pipe; pytest must not run on here
+        ok = 0
+        try:
+            got, _ = _run(x, 50)
+            ok = int(torch.equal(got[1], want[1]))
+        finally:
+            os.write(w, bytes([ok]))
+            os._exit(0)
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], 60)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert ready, "the forked child hung"
+    assert os.read(r, 1) == b"\x01"

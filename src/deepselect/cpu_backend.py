@@ -31,6 +31,7 @@ Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -495,6 +496,14 @@ _D_ARRAYS = 12  # then (address, rows, cols) per array, in run_cpu's order
 _D_LEN = _D_ARRAYS + 3 * 13
 _STAGE_BOTH, _STAGE_SEGMENTS, _STAGE_MERGE = 0, 1, 2
 _POOL: ThreadPoolExecutor | None = None  # where torch has no OpenMP runtime to run on
+
+
+def _drop_pool_in_child() -> None:  # a forked child has none of the pool's threads
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_drop_pool_in_child)
 
 
 @njit(cache=True, nogil=True)

@@ -12,7 +12,9 @@ The region's body is a Numba ``cfunc`` that takes one ``int64`` descriptor: the
 tasks, a shared task counter (threads take chunks of tasks with an atomic add), and
 the kernels' arrays as addresses and shapes. Where no such runtime is found (not
 Linux, or torch built without OpenMP), :func:`runtime` returns None and the caller
-falls back to a thread pool; ``DEEPSELECT_OPENMP=0`` forces that fallback.
+falls back to a thread pool; ``DEEPSELECT_OPENMP=0`` forces that fallback. So does
+a forked child process: GNU OpenMP's thread team does not survive ``fork`` (a
+parallel region there never returns; torch's own operations hang the same way).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from numba.extending import intrinsic
 __all__ = ["as_pointer", "fetch_add", "runtime"]
 
 _NAMES = ("libgomp", "libiomp5", "libomp")
+_forked = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @intrinsic
@@ -63,10 +74,14 @@ def _loaded_libraries() -> list[str]:
     return sorted(paths)
 
 
-@cache
 def runtime():
     """``GOMP_parallel`` of the OpenMP runtime torch runs its operations on (a ctypes
     function), or None: then run the kernels on a thread pool."""
+    return None if _forked else _runtime()
+
+
+@cache
+def _runtime():
     if os.environ.get("DEEPSELECT_OPENMP", "1") in ("0", ""):
         return None
     if "OpenMP" not in torch.__config__.parallel_info():
