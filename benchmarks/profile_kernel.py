@@ -6,7 +6,10 @@ programs still fit per SM), the mean per row of: the whole row, filtering (load 
 the compare, placing hits, the per-block count), compactions inside the stream, the
 final compaction + output; and compactions, hits and blocks with hits per row.
 ``preset`` starts every row at its true k-th key: the stream with a perfect
-threshold, no rising and (almost) no compaction.
+threshold, no rising and (almost) no compaction. With independent warps (``w32*``) the
+phases are warp 0's: filter = its compares and hit path (not its load waits), compact =
+its time in the meetings (waiting for the others, the compactions, the final one),
+final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
     python benchmarks/profile_kernel.py [--quick]
 """

@@ -847,6 +847,14 @@ def _clock(dep):
 
 
 @triton.jit
+def _clock32(dep):
+    """The SM's 32-bit cycle counter, read once ``dep`` is computed (profiling)."""
+    return tl.inline_asm_elementwise(
+        "mov.u32 $0, %clock;", "=r,r", [dep], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
 def _next_block(j, a, m):
     """The block after ``j`` in the order ``(a * i + c) mod m`` (``0 <= a < m``)."""
     j = j + a
@@ -856,27 +864,36 @@ def _next_block(j, a, m):
 @triton.jit
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
-    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
+    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc,
     KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
+    PROFILE: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead), or, when this
     warp is done, nap; then poll, and meet the others if a compaction is wanted or
     all are done. AHEAD > 0: also ask L2 for the block AHEAD blocks after ``jl``
-    (``a_pf = AHEAD * a mod m``). Returns the words, cursors, progress and stream
-    state."""
+    (``a_pf = AHEAD * a mod m``). PROFILE: ``acc`` ([32], this warp's) accumulates
+    in lanes 0..4 the cycles of the filter (compare and hit path) and of the
+    meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
+    Returns the words, cursors, progress, stream state and ``acc``."""
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
     fin = i * 0
     if i < nblk:
+        if PROFILE:
+            t0 = _clock32(w7)
+            before = wc32
         wc32 = _filter_words(
             w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
             tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
             KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
         )  # fmt: skip
+        if PROFILE:
+            new = wc32 - before
+            acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
             xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
         )
@@ -895,12 +912,26 @@ def _warp_step(
     else:
         _nap(wc32)
     if _poll(wc32, LIMIT) != 0:  # a compaction is wanted, or all are done
+        if PROFILE:
+            t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
             k, B2, tk, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
-    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, count, cur, fin
+        if PROFILE:
+            acc = _acc(acc, 0, _clock32(wc32) - t0, 1, 0, 0)
+    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, count, cur, fin, acc
+
+
+@triton.jit
+def _acc(acc, filt, meet, meets, hits, hit_blocks):
+    """Profiling: add to the per-warp counters ``acc`` ([32] int32, lanes 0..4;
+    cycle counts wrap after 2^31, ~1 s)."""
+    lane = tl.arange(0, 32)
+    acc += tl.where(lane == 0, filt, 0) + tl.where(lane == 1, meet, 0)
+    acc += tl.where(lane == 2, meets, 0) + tl.where(lane == 3, hits, 0)
+    return acc + tl.where(lane == 4, hit_blocks, 0)
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -1106,6 +1137,7 @@ def deepselect_rows_kernel(
             # after its filter, so no copy waits for a pending load.
             wc32 = zero32
             i = row * 0  # blocks this warp has filtered
+            acc = zero32  # profiling counters (see _warp_step)
             _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
             tl.debug_barrier()  # every warp's words written before anyone polls
             WB: tl.constexpr = B // PER_WORD  # words per block
@@ -1120,25 +1152,32 @@ def deepselect_rows_kernel(
             a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
             fin = row * 0
             while fin == 0:
-                a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin = (
+                a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin, acc = (
                     _warp_step(
                         a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
                         i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
-                        cnt_ptr, k, B2, a_pf, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B,
-                        CAP, CH, NP, REG_SEARCH, AHEAD,
+                        cnt_ptr, k, B2, a_pf, acc, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+                        B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
                     )
                 )  # fmt: skip
                 if fin == 0:
-                    b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur, fin = (
-                        _warp_step(
-                            b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
-                            hi, i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k,
-                            scr_i, cnt_ptr, k, B2, a_pf, KEY_BITS, KEY_MASK, SIGN, LARGEST,
-                            FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
-                        )
+                    (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur, fin,
+                     acc) = _warp_step(
+                        b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo, hi, i,
+                        nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr,
+                        k, B2, a_pf, acc, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP,
+                        CH, NP, REG_SEARCH, AHEAD, PROFILE,
                     )  # fmt: skip
             if PROFILE:
                 t2 = _clock(count)
+                # warp 0's counters (the profile is one program's, as thread 0 stores it)
+                lane = tl.arange(0, 32)
+                p_filt += tl.sum(tl.where(lane == 0, acc, 0), axis=0).to(tl.int64)
+                p_comp += tl.sum(tl.where(lane == 1, acc, 0), axis=0).to(tl.int64)
+                n_comp += tl.sum(tl.where(lane == 2, acc, 0), axis=0).to(tl.int64)
+                n_hits += tl.sum(tl.where(lane == 3, acc, 0), axis=0).to(tl.int64)
+                n_hitblk += tl.sum(tl.where(lane == 4, acc, 0), axis=0).to(tl.int64)
+                acc = zero32
         else:
             # software prefetch: the next block (VEC; a register copy of a pending load
             # waits for it, so a longer rotation holds no more loads in flight) or three
