@@ -18,7 +18,13 @@ from numba import njit  # noqa: E402
 
 from deepselect import cpu_omp, distributions  # noqa: E402
 from deepselect.api import make_options, topk_rows  # noqa: E402
-from deepselect.cpu_backend import CpuConfig, _bound, _passes, run_cpu  # noqa: E402
+from deepselect.cpu_backend import (  # noqa: E402
+    CpuConfig,
+    _bound,
+    _order_params,
+    _passes,
+    run_cpu,
+)
 from deepselect.keys import to_keys  # noqa: E402
 from deepselect.oracle import oracle_topk  # noqa: E402
 
@@ -184,6 +190,26 @@ def test_openmp_runtime_is_found():
     """Else the kernels silently fall back to a thread pool, which shares the cores
     with torch's still-spinning OpenMP workers after every torch operation."""
     assert cpu_omp.runtime() is not None or os.environ.get("DEEPSELECT_OPENMP") == "0"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("largest", [True, False])
+def test_a_sample_bound_above_the_kth_is_dropped(dtype, largest):
+    """The threshold starts at a bound taken from the first candidates (the first
+    visited block). Where that block holds the row's best values, the bound lies above
+    the k-th best: fewer than k elements reach it and the row must be selected again
+    without it (else the result would be short and filled)."""
+    n, k, cfg = 20_000, 40, SMALL
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, n, generator=g, dtype=torch.float64)
+    m = -(-n // cfg.block)
+    for row in range(3):
+        _, c = _order_params(cfg.seed, row, 0, m)
+        start = c * cfg.block  # the first block visited: its first 64 elements the best
+        x[row, start : start + 64] += 100.0 if largest else -100.0
+    x = x.to(dtype)
+    got = _check(x, k, segments=1, config=cfg, order="value", largest=largest)
+    assert (got[1] >= 0).all()
 
 
 def test_values_are_raw_bits():

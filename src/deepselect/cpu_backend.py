@@ -302,9 +302,29 @@ def _order_params(seed, row, seg, m):
 
 
 @njit(cache=True, nogil=True)
+def _sample_rank(first, k, n):
+    """Where the threshold starts: the rank, among the first ``first`` candidates of a
+    row of ``n`` (the start of a random block order, a sample of the row), of an element
+    with at least ``k`` of the row at or above it all but surely (0: none better than
+    the k-th).
+
+    About ``lam = first * k / n`` of the sample lie in the row's top k (Poisson); the
+    rank ``lam + 5 sqrt(lam) + 2`` is missed by iid rows with probability ~1e-5, and
+    then the row is selected again without it (see :func:`_segment_topk`): exact
+    either way. Normal rows of 1M then start at ~5k elements above the threshold
+    instead of n / 8, and of 129K at ~2.3k instead of ~31k."""
+    lam = first * k / n
+    r = int(lam + 5.0 * np.sqrt(lam)) + 2
+    return r if r < k else 0
+
+
+@njit(cache=True, nogil=True)
 def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
                   outk, outi, outv):  # fmt: skip
     """Exact top-k of row positions [lo, hi), element j at src[off + j].
+
+    The threshold starts at a bound from the first candidates (:func:`_sample_rank`);
+    if fewer than k elements reach it, the row is selected again without one.
 
     ck/ci/sk/si ([max(k + B2, warmup) + widest group] at least) and hist ([1024]) are
     scratch. Writes min(k, hi - lo) candidates (any order) to outk/outi and their raw
@@ -327,59 +347,67 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
     first = min(max(k + b2, warm), ck.size - g)
     m = (n + block - 1) // block
     a, c = _order_params(seed, row, seg, m)
-    cnt = 0
-    trig = first
-    have = False
-    tk = T(0)
-    ti = np.int64(0)
-    for i in range(m):
-        b = (a * i + c) % m
-        p = off + lo + b * block  # position in src
-        pend = min(p + block, off + hi)
-        # Wider groups once hits are sparse (about k / seen per element): one reduction
-        # per wide group costs far less than per narrow one, and a wide group that
-        # holds a hit is narrowed down by the same test at the narrow width.
-        wide = g
-        while wide < gmax and 2 * wide * k * spread <= i * block:
-            wide *= 2
-        while p < pend:
-            if have:
-                p = _skip(src, p, pend, wide, T, S, fm, fa, fb)
-                if p >= pend:
-                    break
-                q = min(p + wide, pend)
-                while p < q:
-                    if wide > g:  # narrow down; a narrow group was just tested
-                        p = _skip(src, p, q, g, T, S, fm, fa, fb)
-                        if p >= q:
-                            break
-                    r = min(p + g, q)
-                    for t in range(p, r):  # a group holding a hit (or a last, partial one)
-                        u = src[np.uint64(t)]
-                        if _passes(u, T, S, fm, fa, fb):
-                            kk = _key(u, T, sign, absmask, inf, flip, nanval)
-                            j = t - off
-                            if kk > tk or (kk == tk and j < ti):
-                                ck[cnt] = kk
-                                ci[cnt] = j
-                                cnt += 1
-                    p = r
-            else:  # threshold still -inf: everything is a candidate
-                q = min(p + g, pend)
-                for t in range(q - p):
-                    ck[cnt + t] = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
-                    ci[cnt + t] = p + t - off
-                cnt += q - p
-            p = q
-            if cnt >= trig:
-                tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
-                cnt = _keep(ck, ci, cnt, tk, ti)
-                fm, fa, fb = _bound(src[off + ti], T, S, largest, sign, absmask, inf)
-                have = True
-                trig = k + b2
-    if cnt > k:
-        tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
-        cnt = _keep(ck, ci, cnt, tk, ti)
+    rank = _sample_rank(first, k, n)
+    for _attempt in range(2):  # a second one only if the bound was too high
+        cnt = 0
+        trig = first
+        have = False
+        tk = T(0)
+        ti = np.int64(0)
+        for i in range(m):
+            b = (a * i + c) % m
+            p = off + lo + b * block  # position in src
+            pend = min(p + block, off + hi)
+            # Wider groups once hits are sparse (about k / seen per element): one
+            # reduction per wide group costs far less than per narrow one, and a wide
+            # group that holds a hit is narrowed down by the same test at the narrow width.
+            wide = g
+            while wide < gmax and 2 * wide * k * spread <= i * block:
+                wide *= 2
+            while p < pend:
+                if have:
+                    p = _skip(src, p, pend, wide, T, S, fm, fa, fb)
+                    if p >= pend:
+                        break
+                    q = min(p + wide, pend)
+                    while p < q:
+                        if wide > g:  # narrow down; a narrow group was just tested
+                            p = _skip(src, p, q, g, T, S, fm, fa, fb)
+                            if p >= q:
+                                break
+                        r = min(p + g, q)
+                        for t in range(p, r):  # a group holding a hit (or a last, partial one)
+                            u = src[np.uint64(t)]
+                            if _passes(u, T, S, fm, fa, fb):
+                                kk = _key(u, T, sign, absmask, inf, flip, nanval)
+                                j = t - off
+                                if kk > tk or (kk == tk and j < ti):
+                                    ck[cnt] = kk
+                                    ci[cnt] = j
+                                    cnt += 1
+                        p = r
+                else:  # threshold still -inf: everything is a candidate
+                    q = min(p + g, pend)
+                    for t in range(q - p):
+                        ck[cnt + t] = _key(src[p + t], T, sign, absmask, inf, flip, nanval)
+                        ci[cnt + t] = p + t - off
+                    cnt += q - p
+                p = q
+                if cnt >= trig:
+                    # the first candidates are a sample of the row: start at its rank-th
+                    # best (see _sample_rank), later at the k-th best candidate
+                    kth = rank if not have and rank > 0 else k
+                    tk, ti = _select_kth(ck, ci, cnt, kth, sk, si, hist, T, kbits, ibits)
+                    cnt = _keep(ck, ci, cnt, tk, ti)
+                    fm, fa, fb = _bound(src[off + ti], T, S, largest, sign, absmask, inf)
+                    have = True
+                    trig = k + b2
+        if cnt > k:
+            tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
+            cnt = _keep(ck, ci, cnt, tk, ti)
+        if cnt >= k or rank == 0:
+            break
+        rank = 0  # fewer than k at or above the sample's bound: again without it
     outk[:cnt] = ck[:cnt]
     outi[:cnt] = ci[:cnt]
     for t in range(cnt):
