@@ -348,10 +348,12 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
     m = (n + block - 1) // block
     a, c = _order_params(seed, row, seg, m)
     rank = _sample_rank(first, k, n)
+    most = ck.size - gmax  # a trigger this high leaves room for a widest group's hits
     for _attempt in range(2):  # a second one only if the bound was too high
         cnt = 0
         trig = first
         have = False
+        last = -1  # the block of the last compaction
         tk = T(0)
         ti = np.int64(0)
         for i in range(m):
@@ -400,8 +402,12 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                     tk, ti = _select_kth(ck, ci, cnt, kth, sk, si, hist, T, kbits, ibits)
                     cnt = _keep(ck, ci, cnt, tk, ti)
                     fm, fa, fb = _bound(src[off + ti], T, S, largest, sign, absmask, inf)
+                    # hits that come densely (a second compaction within one block, as
+                    # on a monotone row) let the buffer grow: fewer, larger compactions
+                    dense = have and i == last
+                    trig = min(2 * trig - k, most) if dense else k + b2
                     have = True
-                    trig = k + b2
+                    last = i
         if cnt > k:
             tk, ti = _select_kth(ck, ci, cnt, k, sk, si, hist, T, kbits, ibits)
             cnt = _keep(ck, ci, cnt, tk, ti)
