@@ -565,7 +565,7 @@ def _run_tasks(desc, T, S):
     outi = _array(desc, 12, i64)
     es, nseg, k = desc[_D_ES], desc[_D_NSEG], desc[_D_K]
     n, chunk, stage = desc[_D_COUNT], desc[_D_CHUNK], desc[_D_STAGE]
-    next_task = as_pointer(desc.ctypes.data, i64)  # desc[_D_NEXT]
+    next_task = as_pointer(desc.ctypes.data + 8 * _D_NEXT, i64)
     while True:
         t0 = fetch_add(next_task, chunk)
         if t0 >= n:
@@ -609,6 +609,7 @@ def _run_stage(stage: int, count: int, T, S, scalars, arrays) -> None:
     ``arrays``: the kernels' arrays (1-D or C-contiguous 2-D), kept alive by the caller."""
     global _POOL
     workers = min(threads(), count)
+    assert len(arrays) == (_D_LEN - _D_ARRAYS) // 3
     desc = np.zeros(_D_LEN, dtype=np.int64)
     # chunks of ~1/4 of a worker's share: balance without a counter round trip per task
     desc[_D_COUNT : _D_STAGE + 1] = [count, max(1, count // (4 * workers)), stage]
