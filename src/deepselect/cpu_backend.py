@@ -48,6 +48,8 @@ from .options import Order, TopkOptions
 # the kernels' block-order multiplier, compiled from the reference's definition
 register_jitable(reference._largest_quotient)
 _block_stride = njit(cache=True, nogil=True)(reference.block_stride)
+# where the threshold starts: a bound from the first candidates
+_sample_rank = njit(cache=True, nogil=True)(reference.sample_rank)
 
 __all__ = ["CpuConfig", "CONFIG", "run_cpu"]
 
@@ -302,29 +304,13 @@ def _order_params(seed, row, seg, m):
 
 
 @njit(cache=True, nogil=True)
-def _sample_rank(first, k, n):
-    """Where the threshold starts: the rank, among the first ``first`` candidates of a
-    row of ``n`` (the start of a random block order, a sample of the row), of an element
-    with at least ``k`` of the row at or above it all but surely (0: none better than
-    the k-th).
-
-    About ``lam = first * k / n`` of the sample lie in the row's top k (Poisson); the
-    rank ``lam + 5 sqrt(lam) + 2`` is missed by iid rows with probability ~1e-5, and
-    then the row is selected again without it (see :func:`_segment_topk`): exact
-    either way. Normal rows of 1M then start at ~5k elements above the threshold
-    instead of n / 8, and of 129K at ~2.3k instead of ~31k."""
-    lam = first * k / n
-    r = int(lam + 5.0 * np.sqrt(lam)) + 2
-    return r if r < k else 0
-
-
-@njit(cache=True, nogil=True)
 def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci, sk, si, hist,
                   outk, outi, outv):  # fmt: skip
     """Exact top-k of row positions [lo, hi), element j at src[off + j].
 
-    The threshold starts at a bound from the first candidates (:func:`_sample_rank`);
-    if fewer than k elements reach it, the row is selected again without one.
+    The threshold starts at a bound from the first candidates
+    (:func:`deepselect.reference.sample_rank`); if fewer than k elements reach it, the
+    row is selected again without one.
 
     ck/ci/sk/si ([max(k + B2, warmup) + widest group] at least) and hist ([1024]) are
     scratch. Writes min(k, hi - lo) candidates (any order) to outk/outi and their raw
@@ -397,7 +383,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                 p = q
                 if cnt >= trig:
                     # the first candidates are a sample of the row: start at its rank-th
-                    # best (see _sample_rank), later at the k-th best candidate
+                    # best (reference.sample_rank), later at the k-th best candidate
                     kth = rank if not have and rank > 0 else k
                     tk, ti = _select_kth(ck, ci, cnt, kth, sk, si, hist, T, kbits, ibits)
                     cnt = _keep(ck, ci, cnt, tk, ti)
