@@ -110,6 +110,8 @@ def apply_variant(cfg, part, k):
         return occupancy_variant(cfg, int(part[3:]))
     if part.startswith("pf"):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
+    if part == "sb":
+        return dataclasses.replace(cfg, sample=True)
     return cfg
 
 
@@ -126,7 +128,8 @@ def main() -> None:
         "search), check2 (compaction checked every 2 blocks), occN (N programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
-        "block N beyond the loaded one); joined with '+' (w32+pf4); 'both' = default,other; "
+        "block N beyond the loaded one), sb (the first compaction keeps a sample's rank); "
+        "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
     a = p.parse_args()
@@ -140,7 +143,7 @@ def main() -> None:
     print(hdr, flush=True)
     variants = {"both": "default,other", "all": "default,other,check2"}.get(a.variant, a.variant)
     variants = variants.split(",")
-    known = ("default", "other", "check2", "novec", "w32", "now32")
+    known = ("default", "other", "check2", "novec", "w32", "now32", "sb")
     for v in variants:
         for part in v.split("+"):
             if part not in known and not re.fullmatch(r"(occ|pf)\d+", part):
@@ -167,6 +170,7 @@ def main() -> None:
                 + ("" if cfg.vec else "/nv")
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
+                + ("/sb" if cfg.sample else "")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

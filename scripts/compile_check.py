@@ -41,6 +41,7 @@ def compile_rows_kernel(
     novec=False,
     w32=False,
     ahead=None,
+    sample=False,
 ):
     cfg = launch_config(dtype, k)
     if every > 1:
@@ -53,6 +54,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, w32=True)
     if ahead is not None:
         cfg = dataclasses.replace(cfg, ahead=ahead)
+    if sample:
+        cfg = dataclasses.replace(cfg, sample=True)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -154,6 +157,7 @@ def main() -> None:
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
     p.add_argument("--w32", action="store_true", help="warps stream independently")
     p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
+    p.add_argument("--sample", action="store_true", help="first compaction at a sample's rank")
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -172,6 +176,7 @@ def main() -> None:
                     novec=a.novec,
                     w32=a.w32,
                     ahead=a.ahead,
+                    sample=a.sample,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -19,7 +19,7 @@ from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
 from deepselect.keys import from_keys, to_keys
 from deepselect.options import Order
-from deepselect.reference import block_stride
+from deepselect.reference import block_stride, sample_rank
 from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -42,12 +42,14 @@ def small_config(k: int, reg_search: bool = False, every: int = 1) -> LaunchConf
     )
 
 
-def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, **kw):
+def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, sample_z=None, **kw):
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
     oi = torch.empty((rows, k), dtype=opt.index_dtype, device=x.device)
     cfg = small_config(k, reg_search, every)
+    if sample_z is not None:  # the first compaction keeps a rank of the sample
+        cfg = dataclasses.replace(cfg, sample=True, sample_z=sample_z)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -156,6 +158,37 @@ def test_public_api_backend_triton():
     v, i = topk_rows(x, 10, backend="triton", return_values=False)
     assert v is None
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
+
+
+@pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
+@pytest.mark.parametrize("z", [5.0, -1e9])
+def test_sample_bound(kind, z):
+    """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
+    of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
+    bound holds (z = 5) and where it lies above the k-th and each row is selected
+    again without it (z = -1e9: rank 1, the best element seen)."""
+    x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
+    check_small(x, 40, sample_z=z)
+    begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
+    check_small(x, 40, sample_z=z, largest=False, order=Order.VALUE, begin=begin, end=end)
+
+
+@triton.jit
+def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, Z: tl.constexpr):
+    for i in range(0, cnt):
+        tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), Z))
+
+
+def test_first_kk_matches_the_reference():
+    """The stream kernel's sample rank is the reference's definition (k where none)."""
+    pairs = [(s, n) for s in (1, 384, 4096, 8192, 6144) for n in (0, 5000, 129_280, 1 << 20)]
+    seen = torch.tensor([s for s, _ in pairs], dtype=torch.int32, device=DEV)
+    n = torch.tensor([n for _, n in pairs], dtype=torch.int32, device=DEV)
+    for k, z in ((40, 5.0), (512, 5.0), (2048, 5.0), (512, -1e9)):
+        out = torch.empty(len(pairs), dtype=torch.int32, device=DEV)
+        _first_kk_kernel[(1,)](seen, n, out, len(pairs), k, z)
+        want = [(sample_rank(a, k, b, z) or k) if b > 0 else k for a, b in pairs]
+        assert out.tolist() == want
 
 
 @triton.jit

@@ -13,6 +13,7 @@ from functools import cache
 
 import torch
 
+from . import reference
 from . import triton_kernels as K
 from .options import Order, TopkOptions
 
@@ -62,6 +63,13 @@ class LaunchConfig:
        blocks beyond the one it loads (0: none): more of the row in flight than the
        two register-held blocks per warp. Timed on an H200 (benchmarks/RESULTS.md):
        2, 4, 8 ahead all 8-14% faster on 1M rows; 4 taken.
+    sample: the first compaction of a row keeps the rank
+       :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
+       of the row) instead of the k-th, so the threshold starts near its final value;
+       a row where fewer than k elements reach that bound is selected again without
+       it. Fewer hits and compactions (on the CPU backend 30-40% faster at 129K rows);
+       not yet timed on a GPU, so off. ``sample_z``: the rank's margin (a negative one
+       forces the second selection, for tests).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -82,6 +90,8 @@ class LaunchConfig:
     w32: bool = False
     w32_from: int | None = 128
     ahead: int = 4
+    sample: bool = False
+    sample_z: float = reference.SAMPLE_Z
 
 
 def _next_pow2(v: int) -> int:
@@ -137,6 +147,8 @@ def kernel_constants(
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,
         AHEAD=cfg.ahead,
+        SAMPLE=cfg.sample,
+        SAMPLE_Z=float(cfg.sample_z),
     )
 
 

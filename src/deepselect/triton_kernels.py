@@ -16,6 +16,9 @@ How one program selects a row ``[lo, hi)``:
    appends to region w, so placing hits needs no block-wide scan.
 3. When the buffer holds ``>= k + B2`` candidates (or a region could overflow on the
    next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them.
+   (Option SAMPLE: the first compaction keeps a rank of the candidates seen so far, a
+   sample of the row, rather than k; a row where fewer than k reach that bound is
+   selected again without it.)
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
    are sorted if asked for and written out with their values gathered from the row.
 
@@ -47,6 +50,7 @@ from . import reference
 
 STRIDE_SPAN = tl.constexpr(reference.STRIDE_SPAN)
 STRIDE_GOOD = tl.constexpr(reference.STRIDE_GOOD)
+SAMPLE_PAD = tl.constexpr(reference.SAMPLE_PAD)
 THREADS = 256  # lanes of a block tile: one column per thread (num_warps = 8)
 WORDS = 8  # 32-bit words per thread per block: 16 bf16/fp16 or 8 fp32 elements
 
@@ -748,23 +752,36 @@ def _compact(
     return pk, pi, base
 
 
+@triton.jit
+def _first_kk(seen, k, sample_n, SAMPLE_Z: tl.constexpr):
+    """How many candidates a compaction keeps: k, or, when ``sample_n > 0`` (the row's
+    length; the threshold not yet set), the rank of :func:`reference.sample_rank` among
+    the ``seen`` candidates, a sample of the row (where that is lower than k)."""
+    lam = seen.to(tl.float64) * k / tl.maximum(sample_n, 1).to(tl.float64)
+    r = tl.maximum((lam + SAMPLE_Z * tl.sqrt(lam)).to(tl.int32) + SAMPLE_PAD, 1)
+    return tl.where((sample_n > 0) & (r < k), r, k)
+
+
 @triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
 def _meet(
-    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk,
+    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+    SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
     into the other, with each warp's count ``wcount``; the final one (slack 0) once
     every warp is done. ``done``: this warp has filtered all its blocks. Returns the
     threshold, the count, the half to append to (after the final compaction: the
-    half it read, as the output expects) and whether this was the final one."""
+    half it read, as the output expects) and whether this was the final one.
+    ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
     z32 = tl.zeros([32], tl.int32)
     tl.debug_barrier()  # every warp is here: its appends and its done word are in
     fin = _poll(z32, 0) >> 1  # the same in every warp
     total = _publish32(z32 + wcount, cnt_ptr)
+    kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, SAMPLE_Z))
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
-        total, k, tl.where(fin != 0, 0, B2 // 2), tk, CAP, CH, NP, REG_SEARCH,
+        total, kk, tl.where(fin != 0, 0, B2 // 2), tk, CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
@@ -864,11 +881,11 @@ def _next_block(j, a, m):
 @triton.jit
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
-    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc,
+    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n,
     KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
-    PROFILE: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead), or, when this
@@ -916,7 +933,8 @@ def _warp_step(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, CAP, CH, NP, REG_SEARCH,
+            k, B2, tk, tl.where(ti == 0x7FFFFFFF, sample_n, 0), CAP, CH, NP, REG_SEARCH,
+            SAMPLE_Z,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
         if PROFILE:
@@ -958,10 +976,10 @@ def _publish_and_compact(
 
 @triton.jit
 def _check(
-    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
     USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
     NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
-    PROFILE: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
@@ -983,8 +1001,9 @@ def _check(
     if tot >= k + B2:
         if PROFILE:
             pc -= _clock(tot)
+        kk = _first_kk(count, k, tl.where(ti == 0x7FFFFFFF, sample_n, 0), SAMPLE_Z)
         tk, ti, count = _publish_and_compact(
-            wcnt, rc, count, cur, k, B2 // 2, tk, scr_k, scr_i, cnt_ptr,
+            wcnt, rc, count, cur, kk, B2 // 2, tk, scr_k, scr_i, cnt_ptr,
             USE_ASM, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         cur = CAP - cur
@@ -1045,6 +1064,8 @@ def deepselect_rows_kernel(
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
     AHEAD: tl.constexpr = 0,
+    SAMPLE: tl.constexpr = False,
+    SAMPLE_Z: tl.constexpr = 5.0,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -1116,144 +1137,159 @@ def deepselect_rows_kernel(
             a_prev = _block_stride(m, STRIDE_SPAN, STRIDE_GOOD)
             m_prev = m
         a = a_prev
-        ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
-        jb = _next_block(ja, a, m)
-        jc = _next_block(jb, a, m)
-        cur = row * 0  # the scratch half holding the candidates: 0 or CAP
-        wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
-        rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
-        count = row * 0
-        tk = (row * 0).to(tl.uint32)
-        ti = row * 0 + 0x7FFFFFFF
-        if PRESET:
-            tk = tl.load(preset_ptr + row).to(tl.uint32)
+        # SAMPLE: the first compaction keeps a rank of the candidates seen so far (a
+        # sample of the row, reference.sample_rank) rather than the k-th; if fewer
+        # than k of the row reach that bound, the row is selected again without it
+        sample_n = tl.where(SAMPLE and not PRESET, hi - lo, 0)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        if W32:  # warp-private loop state (see _tid32): warps stream independently
-            # Each warp filters its share of every block at its own pace and polls the
-            # sync words after each block; the warps meet (_meet) only when one asks
-            # for a compaction (its region nearly full) and once all are done. Two
-            # word sets alternate (the loop is unrolled twice), each reloaded right
-            # after its filter, so no copy waits for a pending load.
-            wc32 = zero32
-            i = row * 0  # blocks this warp has filtered
-            acc = zero32  # profiling counters (see _warp_step)
-            _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
-            tl.debug_barrier()  # every warp's words written before anyone polls
-            WB: tl.constexpr = B // PER_WORD  # words per block
-            a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                xw_row, (ja + first) * WB, woff32, lo, hi, nblk > 0, B, KEY_BITS
-            )
-            jl = jb  # the next block to load
-            b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                xw_row, (jl + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
-            )
-            jl = _next_block(jl, a, m)
-            a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
-            fin = row * 0
-            while fin == 0:
-                a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin, acc = (
-                    _warp_step(
-                        a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
-                        i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
-                        cnt_ptr, k, B2, a_pf, acc, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
-                        B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
+        cur = row * 0  # the scratch half holding the candidates: 0 or CAP
+        count = row * 0
+        t2 = tl.zeros([], tl.int64)
+        go = row * 0 + 1
+        for _attempt in range(0, 2 if SAMPLE else 1):  # one iteration: no loop at all
+            if go != 0:
+                ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
+                jb = _next_block(ja, a, m)
+                jc = _next_block(jb, a, m)
+                cur = row * 0
+                wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
+                rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
+                count = row * 0
+                tk = (row * 0).to(tl.uint32)
+                ti = row * 0 + 0x7FFFFFFF
+                if PRESET:
+                    tk = tl.load(preset_ptr + row).to(tl.uint32)
+                if W32:  # warp-private loop state (see _tid32): warps stream independently
+                    # Each warp filters its share of every block at its own pace and polls the
+                    # sync words after each block; the warps meet (_meet) only when one asks
+                    # for a compaction (its region nearly full) and once all are done. Two
+                    # word sets alternate (the loop is unrolled twice), each reloaded right
+                    # after its filter, so no copy waits for a pending load.
+                    wc32 = zero32
+                    i = row * 0  # blocks this warp has filtered
+                    acc = zero32  # profiling counters (see _warp_step)
+                    _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
+                    tl.debug_barrier()  # every warp's words written before anyone polls
+                    WB: tl.constexpr = B // PER_WORD  # words per block
+                    a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
+                        xw_row, (ja + first) * WB, woff32, lo, hi, nblk > 0, B, KEY_BITS
                     )
-                )  # fmt: skip
-                if fin == 0:
-                    (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur, fin,
-                     acc) = _warp_step(
-                        b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo, hi, i,
-                        nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr,
-                        k, B2, a_pf, acc, KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP,
-                        CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                    )  # fmt: skip
-            if PROFILE:
-                t2 = _clock(count)
-                # warp 0's counters (the profile is one program's, as thread 0 stores it)
-                lane = tl.arange(0, 32)
-                p_filt += tl.sum(tl.where(lane == 0, acc, 0), axis=0).to(tl.int64)
-                p_comp += tl.sum(tl.where(lane == 1, acc, 0), axis=0).to(tl.int64)
-                n_comp += tl.sum(tl.where(lane == 2, acc, 0), axis=0).to(tl.int64)
-                n_hits += tl.sum(tl.where(lane == 3, acc, 0), axis=0).to(tl.int64)
-                n_hitblk += tl.sum(tl.where(lane == 4, acc, 0), axis=0).to(tl.int64)
-                acc = zero32
-        else:
-            # software prefetch: the next block (VEC; a register copy of a pending load
-            # waits for it, so a longer rotation holds no more loads in flight) or three
-            if USE_ASM and VEC:
-                a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
-                    xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
-                )
-            if USE_ASM and not VEC:
-                a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                    xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
-                )
-                b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                    xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
-                )
-                c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                    xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
-                )
-            for i in range(0, nblk):
-                blk_start = (ja + first) * B
-                jd = _next_block(jc, a, m)
-                if PROFILE:
-                    t0 = _clock(count)
-                    c_before = count
-                if USE_ASM and VEC:
-                    b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
-                        xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+                    jl = jb  # the next block to load
+                    b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
+                        xw_row, (jl + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
                     )
-                if USE_ASM and not VEC:
-                    d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
-                        xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
-                    )
-                if USE_ASM:
-                    wcnt = _filter_words(
-                        a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS,
-                        lo, hi, tk, ti, wcnt, scr_k + cur + warp * S, scr_i + cur + warp * S,
-                        KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
-                    )  # fmt: skip
-                    a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
-                    if not VEC:
-                        b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
-                        c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
-                else:
-                    rc = _filter_portable(
-                        x_row, blk_start, lo, hi, tk, ti, rc, scr_k + cur, scr_i + cur,
-                        B, S, KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST,
-                    )  # fmt: skip
-                ja = jb
-                jb = jc
-                jc = jd
-                if PROFILE:
-                    t1 = _clock(blk_start)
-                    p_filt += t1 - t0
-                if CHECK_EVERY == 1:
-                    tk, ti, count, cur, wcnt, rc, pc = _check(
-                        wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                        USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
-                    )  # fmt: skip
-                else:  # the trigger's block-wide sum every CHECK_EVERY blocks (and the last)
-                    pc = tl.zeros([], tl.int64)
-                    done = tl.cast(i, tl.int32) + 1
-                    if (done % CHECK_EVERY == 0) | (done == nblk):
-                        tk, ti, count, cur, wcnt, rc, pc = _check(
-                            wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                            USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY, PROFILE,
+                    jl = _next_block(jl, a, m)
+                    a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
+                    fin = row * 0
+                    while fin == 0:
+                        (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin,
+                         acc) = _warp_step(
+                            a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
+                            i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
+                            cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK, SIGN,
+                            LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z,
                         )  # fmt: skip
-                if PROFILE:
-                    p_comp += pc
-                    n_comp += (pc != 0).to(tl.int64)
-                    n_hits += count - c_before
-                    n_hitblk += (count > c_before).to(tl.int64)
-            if PROFILE:
-                t2 = _clock(count)
-            tk, ti, count = _publish_and_compact(
-                wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
-                USE_ASM, CAP, CH, NP, REG_SEARCH,
-            )  # fmt: skip
+                        if fin == 0:
+                            (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur,
+                             fin, acc) = _warp_step(
+                                b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
+                                hi, i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k,
+                                scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
+                                SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
+                                SAMPLE_Z,
+                            )  # fmt: skip
+                    if PROFILE:
+                        t2 = _clock(count)
+                        # warp 0's counters (the profile is one program's, as thread 0 stores it)
+                        lane = tl.arange(0, 32)
+                        p_filt += tl.sum(tl.where(lane == 0, acc, 0), axis=0).to(tl.int64)
+                        p_comp += tl.sum(tl.where(lane == 1, acc, 0), axis=0).to(tl.int64)
+                        n_comp += tl.sum(tl.where(lane == 2, acc, 0), axis=0).to(tl.int64)
+                        n_hits += tl.sum(tl.where(lane == 3, acc, 0), axis=0).to(tl.int64)
+                        n_hitblk += tl.sum(tl.where(lane == 4, acc, 0), axis=0).to(tl.int64)
+                        acc = zero32
+                else:
+                    # software prefetch: the next block (VEC; a register copy of a pending load
+                    # waits for it, so a longer rotation holds no more loads in flight) or three
+                    if USE_ASM and VEC:
+                        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
+                            xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
+                        )
+                    if USE_ASM and not VEC:
+                        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
+                            xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
+                        )
+                        b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
+                            xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
+                        )
+                        c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
+                            xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
+                        )
+                    for i in range(0, nblk):
+                        blk_start = (ja + first) * B
+                        jd = _next_block(jc, a, m)
+                        if PROFILE:
+                            t0 = _clock(count)
+                            c_before = count
+                        if USE_ASM and VEC:
+                            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
+                                xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+                            )
+                        if USE_ASM and not VEC:
+                            d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
+                                xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
+                            )
+                        if USE_ASM:
+                            wcnt = _filter_words(
+                                a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS, lo,
+                                hi, tk, ti, wcnt, scr_k + cur + warp * S, scr_i + cur + warp * S,
+                                KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+                            )  # fmt: skip
+                            a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+                            if not VEC:
+                                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
+                        else:
+                            rc = _filter_portable(
+                                x_row, blk_start, lo, hi, tk, ti, rc, scr_k + cur, scr_i + cur,
+                                B, S, KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST,
+                            )  # fmt: skip
+                        ja = jb
+                        jb = jc
+                        jc = jd
+                        if PROFILE:
+                            t1 = _clock(blk_start)
+                            p_filt += t1 - t0
+                        if CHECK_EVERY == 1:
+                            tk, ti, count, cur, wcnt, rc, pc = _check(
+                                wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                                sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
+                                PROFILE, SAMPLE_Z,
+                            )  # fmt: skip
+                        else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
+                            pc = tl.zeros([], tl.int64)
+                            done = tl.cast(i, tl.int32) + 1
+                            if (done % CHECK_EVERY == 0) | (done == nblk):
+                                tk, ti, count, cur, wcnt, rc, pc = _check(
+                                    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                                    sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
+                                    PROFILE, SAMPLE_Z,
+                                )  # fmt: skip
+                        if PROFILE:
+                            p_comp += pc
+                            n_comp += (pc != 0).to(tl.int64)
+                            n_hits += count - c_before
+                            n_hitblk += (count > c_before).to(tl.int64)
+                    if PROFILE:
+                        t2 = _clock(count)
+                    tk, ti, count = _publish_and_compact(
+                        wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
+                        USE_ASM, CAP, CH, NP, REG_SEARCH,
+                    )  # fmt: skip
+                # fewer than k at or above the sample's bound: again without it
+                go = ((sample_n > 0) & (count < tl.minimum(k, hi - lo))).to(tl.int32)
+                sample_n = sample_n * 0
         tl.debug_barrier()
         # ---- output: the survivors, count <= k of them, dealt over the other half
         o = tl.arange(0, KP)
