@@ -758,7 +758,9 @@ def _first_kk(seen, k, sample_n, SAMPLE_Z: tl.constexpr):
     length; the threshold not yet set), the rank of :func:`reference.sample_rank` among
     the ``seen`` candidates, a sample of the row (where that is lower than k)."""
     lam = seen.to(tl.float64) * k / tl.maximum(sample_n, 1).to(tl.float64)
-    r = tl.maximum((lam + SAMPLE_Z * tl.sqrt(lam)).to(tl.int32) + SAMPLE_PAD, 1)
+    # clamped before the conversion (no overflow for any margin; the same rank)
+    x = tl.minimum(tl.maximum(lam + SAMPLE_Z * tl.sqrt(lam), -SAMPLE_PAD - 1.0), k * 1.0)
+    r = tl.maximum(x.to(tl.int32) + SAMPLE_PAD, 1)
     return tl.where((sample_n > 0) & (r < k), r, k)
 
 
