@@ -174,21 +174,24 @@ def test_sample_bound(kind, z):
 
 
 @triton.jit
-def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, Z: tl.constexpr):
+def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, ti, Z: tl.constexpr):
     for i in range(0, cnt):
-        tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), Z))
+        tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), ti, Z))
 
 
 def test_first_kk_matches_the_reference():
-    """The stream kernel's sample rank is the reference's definition (k where none)."""
+    """The stream kernel's sample rank is the reference's definition (k where none,
+    and once the row's threshold is set)."""
     pairs = [(s, n) for s in (1, 384, 4096, 8192, 6144) for n in (0, 5000, 129_280, 1 << 20)]
     seen = torch.tensor([s for s, _ in pairs], dtype=torch.int32, device=DEV)
     n = torch.tensor([n for _, n in pairs], dtype=torch.int32, device=DEV)
     for k, z in ((40, 5.0), (512, 5.0), (2048, 5.0), (512, -1e9)):
         out = torch.empty(len(pairs), dtype=torch.int32, device=DEV)
-        _first_kk_kernel[(1,)](seen, n, out, len(pairs), k, z)
+        _first_kk_kernel[(1,)](seen, n, out, len(pairs), k, 0x7FFFFFFF, z)
         want = [(sample_rank(a, k, b, z) or k) if b > 0 else k for a, b in pairs]
         assert out.tolist() == want
+        _first_kk_kernel[(1,)](seen, n, out, len(pairs), k, 1234, z)  # threshold set
+        assert out.tolist() == [k] * len(pairs)
 
 
 @triton.jit

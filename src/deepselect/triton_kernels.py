@@ -540,12 +540,17 @@ PREFETCH_ASM = tl.constexpr(
 
 
 @triton.jit
+def _whole_block(wstart, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
+    """``live`` and the block at word ``wstart`` lies wholly in the window [lo, hi)."""
+    blk = wstart * (32 // KEY_BITS)
+    return live & (blk >= lo) & (blk + B <= hi)
+
+
+@triton.jit
 def _prefetch32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
     """This warp's share of the block at word ``wstart`` into L2, if ``live`` and the
     block lies in the window; one lane per 128-byte line asks."""
-    PER_WORD: tl.constexpr = 32 // KEY_BITS
-    blk = wstart * PER_WORD
-    go = live & (blk >= lo) & (blk + B <= hi) & ((woff32 & 31) == 0)
+    go = _whole_block(wstart, lo, hi, live, B, KEY_BITS) & ((woff32 & 31) == 0)
     return tl.inline_asm_elementwise(
         PREFETCH_ASM, "=r,l,r", [xw_row + wstart + woff32, go.to(tl.int32)],
         dtype=tl.int32, is_pure=False, pack=1,
@@ -566,8 +571,7 @@ def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.
     """A block's 8 words per thread into warp-private tensors (see :func:`load32_asm`);
     nothing if not live."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
-    blk = wstart * PER_WORD
-    full = (live & (blk >= lo) & (blk + B <= hi)).to(tl.int32)
+    full = _whole_block(wstart, lo, hi, live, B, KEY_BITS).to(tl.int32)
     wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
     whi = (hi + PER_WORD - 1) // PER_WORD
     first = wstart + woff32
@@ -753,20 +757,21 @@ def _compact(
 
 
 @triton.jit
-def _first_kk(seen, k, sample_n, SAMPLE_Z: tl.constexpr):
+def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
     """How many candidates a compaction keeps: k, or, when ``sample_n > 0`` (the row's
-    length; the threshold not yet set), the rank of :func:`reference.sample_rank` among
-    the ``seen`` candidates, a sample of the row (where that is lower than k)."""
+    length) and the threshold is not yet set (index ``ti`` still the initial one), the
+    rank of :func:`reference.sample_rank` among the ``seen`` candidates, a sample of
+    the row (where that is lower than k)."""
     lam = seen.to(tl.float64) * k / tl.maximum(sample_n, 1).to(tl.float64)
     # clamped before the conversion (no overflow for any margin; the same rank)
     x = tl.minimum(tl.maximum(lam + SAMPLE_Z * tl.sqrt(lam), -SAMPLE_PAD - 1.0), k * 1.0)
     r = tl.maximum(x.to(tl.int32) + SAMPLE_PAD, 1)
-    return tl.where((sample_n > 0) & (r < k), r, k)
+    return tl.where((sample_n > 0) & (ti == 0x7FFFFFFF) & (r < k), r, k)
 
 
 @triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
 def _meet(
-    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, sample_n,
+    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
     SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
@@ -780,7 +785,7 @@ def _meet(
     tl.debug_barrier()  # every warp is here: its appends and its done word are in
     fin = _poll(z32, 0) >> 1  # the same in every warp
     total = _publish32(z32 + wcount, cnt_ptr)
-    kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, SAMPLE_Z))
+    kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, ti, SAMPLE_Z))
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
         total, kk, tl.where(fin != 0, 0, B2 // 2), tk, CAP, CH, NP, REG_SEARCH,
@@ -917,8 +922,7 @@ def _warp_step(
             xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
         )
         if AHEAD > 0:
-            jp = jl + a_pf
-            jp = tl.where(jp >= m, jp - m, jp)
+            jp = _next_block(jl, a_pf, m)
             _prefetch32(
                 xw_row, (jp + first) * (B // PER_WORD), woff32, lo, hi,
                 i + 2 + AHEAD < nblk, B, KEY_BITS,
@@ -935,8 +939,7 @@ def _warp_step(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, tl.where(ti == 0x7FFFFFFF, sample_n, 0), CAP, CH, NP, REG_SEARCH,
-            SAMPLE_Z,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
         if PROFILE:
@@ -1003,7 +1006,7 @@ def _check(
     if tot >= k + B2:
         if PROFILE:
             pc -= _clock(tot)
-        kk = _first_kk(count, k, tl.where(ti == 0x7FFFFFFF, sample_n, 0), SAMPLE_Z)
+        kk = _first_kk(count, k, sample_n, ti, SAMPLE_Z)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, scr_k, scr_i, cnt_ptr,
             USE_ASM, CAP, CH, NP, REG_SEARCH,
