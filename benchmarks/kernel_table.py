@@ -95,7 +95,10 @@ def check(x, k, order, vals, idx) -> str:
 
 
 def apply_variant(cfg, part, k):
-    """``cfg`` changed as the launch variant ``part`` says (see --variant)."""
+    """``cfg`` changed as the launch variant ``part`` says (see --variant); ValueError
+    for an unknown one."""
+    if part == "default":
+        return cfg
     if part == "other":
         return other_search(cfg)
     if part == "check2":
@@ -106,13 +109,13 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, w32=True)
     if part == "now32":
         return dataclasses.replace(cfg, w32_from=None)
-    if part.startswith("occ"):
+    if re.fullmatch(r"occ\d+", part):
         return occupancy_variant(cfg, int(part[3:]))
-    if part.startswith("pf"):
+    if re.fullmatch(r"pf\d+", part):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
     if part == "sb":
         return dataclasses.replace(cfg, sample=True)
-    return cfg
+    raise ValueError(f"unknown variant {part!r}")
 
 
 def main() -> None:
@@ -143,11 +146,12 @@ def main() -> None:
     print(hdr, flush=True)
     variants = {"both": "default,other", "all": "default,other,check2"}.get(a.variant, a.variant)
     variants = variants.split(",")
-    known = ("default", "other", "check2", "novec", "w32", "now32", "sb")
-    for v in variants:
+    for v in variants:  # every part known, before anything is timed
         for part in v.split("+"):
-            if part not in known and not re.fullmatch(r"(occ|pf)\d+", part):
-                p.error(f"unknown variant {part!r}")
+            try:
+                apply_variant(launch_config(torch.float32, 512), part, 512)
+            except ValueError as e:
+                p.error(str(e))
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
