@@ -7,7 +7,7 @@
 # TESTS=none skips them). TABLE=0 skips the table.
 # SHORT=1 adds the few/short-rows table, BENCH=1 `deepselect bench --quick` with plots,
 # NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
-# ENGINE=1 benchmarks/engine_bench.py --quick.
+# ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure).
 # The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
 # with 16 cores, 8 shards of ~20 tests each needed more than 200 s.
 # Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
@@ -41,7 +41,7 @@ if [ "${SHORT:-0}" = 1 ]; then
   (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py) 2>&1 | tee "$OUT/short.txt"
 fi
 if [ "${ENGINE:-0}" = 1 ]; then  # engine operations beside plain torch (issue figures)
-  timeout ${ENGINE_TIMEOUT:-120} python3 benchmarks/engine_bench.py --quick --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.txt" | tail -40
+  timeout ${ENGINE_TIMEOUT:-120} python3 benchmarks/engine_bench.py ${ENGINE_ARGS---quick} --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.txt" | tail -40
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout ${BENCH_TIMEOUT:-100} python3 -m deepselect bench --quick --csv "$OUT/bench.csv" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -30
