@@ -113,8 +113,8 @@ def apply_variant(cfg, part, k):
         return occupancy_variant(cfg, int(part[3:]))
     if re.fullmatch(r"pf\d+", part):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
-    if part == "sb":
-        return dataclasses.replace(cfg, sample=True)
+    if part == "nosb":
+        return dataclasses.replace(cfg, sample=False)
     raise ValueError(f"unknown variant {part!r}")
 
 
@@ -131,7 +131,7 @@ def main() -> None:
         "search), check2 (compaction checked every 2 blocks), occN (N programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
-        "block N beyond the loaded one), sb (the first compaction keeps a sample's rank); "
+        "block N beyond the loaded one), nosb (the first compaction keeps k, not a sample's rank); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
@@ -174,7 +174,7 @@ def main() -> None:
                 + ("" if cfg.vec else "/nv")
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
-                + ("/sb" if cfg.sample else "")
+                + ("" if cfg.sample else "/nosb")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

@@ -71,6 +71,7 @@ def variants(dtype, k, quick=False):
             "check8pre": (check_variant(base, k, 8), True),
             "w32": (dataclasses.replace(base, w32=True), False),
             "w32pre": (dataclasses.replace(base, w32=True), True),
+            "w32nosb": (dataclasses.replace(base, w32=True, sample=False), False),
             "w32nopf": (dataclasses.replace(base, w32=True, ahead=0), False),
             "w32nopfpre": (dataclasses.replace(base, w32=True, ahead=0), True),
         }

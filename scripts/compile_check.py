@@ -41,7 +41,7 @@ def compile_rows_kernel(
     novec=False,
     w32=False,
     ahead=None,
-    sample=False,
+    sample=True,
 ):
     cfg = launch_config(dtype, k)
     if every > 1:
@@ -54,8 +54,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, w32=True)
     if ahead is not None:
         cfg = dataclasses.replace(cfg, ahead=ahead)
-    if sample:
-        cfg = dataclasses.replace(cfg, sample=True)
+    if not sample:
+        cfg = dataclasses.replace(cfg, sample=False)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -125,10 +125,11 @@ def ptxas_report(ptx: str) -> str:
     regs = re.search(r"Used (\d+) registers", info)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     stack = re.search(r"(\d+) bytes stack frame", info)
+    smem = re.search(r"(\d+) bytes smem", info)
     return (
         f"regs={regs.group(1) if regs else '?'} "
         f"spill_st={spill.group(1) if spill else '?'} spill_ld={spill.group(2) if spill else '?'} "
-        f"stack={stack.group(1) if stack else '?'}"
+        f"stack={stack.group(1) if stack else '?'} static_smem={smem.group(1) if smem else 0}"
     )
 
 
@@ -157,7 +158,9 @@ def main() -> None:
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
     p.add_argument("--w32", action="store_true", help="warps stream independently")
     p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
-    p.add_argument("--sample", action="store_true", help="first compaction at a sample's rank")
+    p.add_argument(
+        "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
+    )
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     for d in dtypes:
@@ -176,7 +179,7 @@ def main() -> None:
                     novec=a.novec,
                     w32=a.w32,
                     ahead=a.ahead,
-                    sample=a.sample,
+                    sample=not a.no_sample,
                 )
                 ptx = c.asm["ptx"]
                 print(

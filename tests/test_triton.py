@@ -42,14 +42,17 @@ def small_config(k: int, reg_search: bool = False, every: int = 1) -> LaunchConf
     )
 
 
-def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, sample_z=None, **kw):
+def run_small(
+    x, k, grid=None, seed=0, reg_search=False, every=1, sample=True, sample_z=None, **kw
+):
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
     oi = torch.empty((rows, k), dtype=opt.index_dtype, device=x.device)
-    cfg = small_config(k, reg_search, every)
-    if sample_z is not None:  # the first compaction keeps a rank of the sample
-        cfg = dataclasses.replace(cfg, sample=True, sample_z=sample_z)
+    # sample: the first compaction keeps a rank of the sample (sample_z its margin)
+    cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
+    if sample_z is not None:
+        cfg = dataclasses.replace(cfg, sample_z=sample_z)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -161,16 +164,18 @@ def test_public_api_backend_triton():
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
-@pytest.mark.parametrize("z", [5.0, -1e9])
+@pytest.mark.parametrize("z", [5.0, -1e9, None])
 def test_sample_bound(kind, z):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
-    again without it (z = -1e9: rank 1, the best element seen)."""
+    again without it (z = -1e9: rank 1, the best element seen); None: no sample,
+    every compaction keeps k."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    check_small(x, 40, sample_z=z)
+    kw = dict(sample=z is not None, sample_z=z)
+    check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
-    check_small(x, 40, sample_z=z, largest=False, order=Order.VALUE, begin=begin, end=end)
+    check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
 
 
 @triton.jit
