@@ -42,9 +42,7 @@ def small_config(k: int, reg_search: bool = False, every: int = 1) -> LaunchConf
     )
 
 
-def run_small(
-    x, k, grid=None, seed=0, reg_search=False, every=1, sample=True, sample_z=None, **kw
-):
+def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, sample=True, sample_z=None, **kw):
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
