@@ -276,16 +276,18 @@ def short_rows_kernel(
             off = off_scalar.to(tl.int64)
         oi_row = oi_ptr + row64 * stride_oir
         ov_row = ov_ptr + row64 * stride_ovr
-        if ORDER == 1:
-            # stage the selection's indices in the output, read them back as one
-            # KP vector and sort it by (key desc, index asc)
+        if ORDER == 1 or PAGED:
+            # stage the selection's indices in the output, read them back as one KP
+            # vector and sort it by (key desc, index asc); PAGED: so that the page
+            # table is read once per output, not once per element held
             K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
             tl.debug_barrier()
             real = q < kk
             ci = tl.load(oi_row + q.to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
-            craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-            ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-            ci = K._best_first(ck, ci, real)
+            if ORDER == 1:
+                craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
+                ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+                ci = K._best_first(ck, ci, real)
             tl.debug_barrier()  # every read of the staged indices before the rewrite
             wm = q < k
             mapped = K._out_index(
@@ -299,7 +301,8 @@ def short_rows_kernel(
                 v = tl.where(real, v, fill_bits.to(v.dtype))
                 tl.store(ov_row + q.to(tl.int64) * stride_ovc, v, mask=wm)
         else:
-            # index order is element order: the selection goes straight out
+            # index order is element order: the selection goes straight out, the
+            # position plus the row's offset
             s64 = slot.to(tl.int64)
             out = K._out_index(
                 idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
