@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -460,6 +461,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-gib", type=float, default=48.0, help="skip shapes beyond this memory")
     ap.add_argument("--page-size", type=int, default=64)
     ap.add_argument("--graph", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument(
+        "--match",
+        default=None,
+        help="only indexer shapes whose 'phase rows n k dtype' (e.g. 'prefill 4096 8192 "
+        "512 bf16') matches this regular expression",
+    )
     args = ap.parse_args(argv)
     cpu = torch.device(args.device).type == "cpu"
     if args.repeats is None:
@@ -488,7 +495,11 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     jobs = []
     if args.only in (None, "indexer"):
-        jobs += [("indexer", s) for s in indexer_shapes(device.type, args.quick)]
+        shapes = indexer_shapes(device.type, args.quick)
+        if args.match:
+            pat = re.compile(args.match)
+            shapes = [s for s in shapes if pat.search(" ".join(map(str, s)))]
+        jobs += [("indexer", s) for s in shapes]
     if args.only in (None, "sampler"):
         jobs += [("sampler", b) for b in sampler_batches(device.type, args.quick)]
     for i, (kind, spec) in enumerate(jobs):
