@@ -367,11 +367,18 @@ class Level:
     dst_cand: bool
     num_warps: int
 
-    @property
-    def maxnreg(self) -> int | None:
-        """Register cap: 8 warps at <= 128 registers keep two programs per SM (ptxas,
-        sm_90: 128-137 registers uncapped at 4096 keys, 8 bytes of spill capped)."""
-        return 128 if self.num_warps == 8 else None
+    def maxnreg(self, kp: int) -> int | None:
+        """Register cap that keeps two programs per SM, where it costs (almost) no
+        spills (ptxas, sm_90): 8 warps at <= 128 registers (128-137 uncapped at 4096
+        keys, 8 bytes of spill capped); 16 warps (8192 keys) writing the output at <= 64
+        where kp <= 1024 (sorted or paged outputs take 94-95 uncapped, 0-12 bytes of
+        spill capped; 72-84 bytes at kp = 2048, and 20-24 in levels writing
+        candidates, so those stay uncapped)."""
+        if self.num_warps == 8:
+            return 128
+        if self.num_warps == 16 and kp <= 1024 and not self.dst_cand:
+            return 64
+        return None
 
 
 @dataclass(frozen=True)
@@ -562,6 +569,7 @@ def run_short(
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
     for lv in plan.levels:
+        cap = None if interp else lv.maxnreg(plan.kp)
         if lv.dst_cand:
             dc = lv.nseg * k
             dst_k = torch.empty((rows, dc), dtype=torch.int32, device=dev)
@@ -599,6 +607,6 @@ def run_short(
             **_constants(x.dtype, plan, lv, **flags),
             **(page_flags if not lv.dst_cand else {}),
             num_warps=lv.num_warps,
-            **({} if lv.maxnreg is None or interp else {"maxnreg": lv.maxnreg}),
+            **({} if cap is None else {"maxnreg": cap}),
         )
         src_k, src_i, c = dst_k, dst_i, dc
