@@ -3,6 +3,7 @@ report registers, spills and shared memory: catches compile errors and register
 pressure before any GPU time is spent.
 
     python scripts/compile_check.py [--dtype bf16|fp16|fp32] [--k 512] [--ptx out.ptx]
+    python scripts/compile_check.py --short 4096x8192 --dtype bf16 --order none --paged
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
+from deepselect import triton_short
 from deepselect.options import Order
 from deepselect.triton_backend import check_variant, kernel_constants, launch_config
 from deepselect.triton_backend import other_search as other_search_of
@@ -110,6 +112,31 @@ def compile_rows_kernel(
     )
 
 
+def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False):
+    """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
+    as run_short launches it (its register cap): [(level, cap, compiled kernel)]."""
+    plan = triton_short._plan(rows, n, k, 132, triton_short.ShortConfig(), False)
+    if plan is None:
+        raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
+    out = []
+    for lv in plan.levels:
+        sig = triton_short.kernel_signature(dtype, False)
+        consts = triton_short.kernel_constants(
+            dtype, plan, lv, largest=True, order=order, has_window=2, off_tensor=False,
+            write_values=False,
+        )  # fmt: skip
+        out_level = not lv.dst_cand
+        consts.update(PAGED=paged and out_level, PAGE_SHIFT=6 if paged and out_level else 0)
+        consts.update(HAS_R2B=False)
+        for name in consts:
+            sig[name] = "constexpr"
+        cap = lv.maxnreg(plan.kp)
+        opts = {"num_warps": lv.num_warps, **({"maxnreg": cap} if cap else {})}
+        src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
+        out.append((lv, cap, triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)))
+    return triton_short.describe(plan), out
+
+
 def ptxas_report(ptx: str) -> str:
     """Registers / spills as ptxas reports them for sm_90."""
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas-blackwell")
@@ -125,11 +152,10 @@ def ptxas_report(ptx: str) -> str:
     regs = re.search(r"Used (\d+) registers", info)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
     stack = re.search(r"(\d+) bytes stack frame", info)
-    smem = re.search(r"(\d+) bytes smem", info)
     return (
         f"regs={regs.group(1) if regs else '?'} "
         f"spill_st={spill.group(1) if spill else '?'} spill_ld={spill.group(2) if spill else '?'} "
-        f"stack={stack.group(1) if stack else '?'} static_smem={smem.group(1) if smem else 0}"
+        f"stack={stack.group(1) if stack else '?'}"
     )
 
 
@@ -161,8 +187,29 @@ def main() -> None:
     p.add_argument(
         "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
     )
+    p.add_argument(
+        "--short",
+        default=None,
+        metavar="ROWSxN",
+        help="the short/split path's launches for this shape instead (e.g. 4096x8192)",
+    )
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
+    if a.short:
+        rows, n = (int(v) for v in a.short.lower().split("x"))
+        for d in dtypes:
+            for k in a.k:
+                for order in Order:
+                    if a.order and order.value not in a.order:
+                        continue
+                    plan, levels = compile_short_levels(DT[d], rows, n, k, order, a.paged)
+                    for lv, cap, c in levels:
+                        print(
+                            f"{d:5s} k={k:5d} order={order.value:5s} {plan}: L={lv.L} "
+                            f"nseg={lv.nseg} warps={lv.num_warps} cap={cap} "
+                            f"{ptxas_report(c.asm['ptx'])}"
+                        )
+        return
     for d in dtypes:
         for k in a.k:
             for order in Order:
