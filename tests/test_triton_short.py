@@ -82,6 +82,13 @@ def test_plan_split_and_stream():
     cfg = ShortConfig(split_max_n=65536)
     assert short_path(torch.empty(4096, 30000), 512, opt, 132, cfg).kind == "split"
     assert short_path(torch.empty(4096, 2**20), 512, opt, 132) is None
+    # long rows split only while few: one wave of streaming programs beats the
+    # split's rows x N work from ~0.2 x SMs rows on
+    assert short_path(torch.empty(26, 2**20), 512, opt, 132).kind == "split"
+    assert short_path(torch.empty(27, 2**20), 512, opt, 132) is None
+    assert short_path(torch.empty(64, 2**18), 512, opt, 132) is None
+    assert short_path(torch.empty(64, 2**18 - 1), 512, opt, 132).kind == "split"
+    assert short_path(torch.empty(27, 2**20), 512, opt, 264).kind == "split"
     # k too large for the register slice
     assert short_path(torch.empty(1, 2**20), 4096, opt, 132) is None
     assert short_path(torch.empty(1, 100), 20000, opt, 132) is None

@@ -338,6 +338,14 @@ class ShortConfig:
         the candidates by at least 4.
     split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
         streaming program per row would leave SMs idle).
+    split_rows_long: rows of at least ``long_n`` elements split only while ``rows <
+        split_rows_long * sm_count``. The split's work grows with rows x N (every
+        segment selects its own k), one wave of streaming programs takes one row's
+        time whatever the row count: on an H200 the split of 64 x 1M bf16 took 1.16
+        ms, 8 x 1M 0.165 ms (~18 us a row), where one wave of streaming programs over
+        256 x 1M took 0.50 and 6 x 1M 0.42-0.62 ms — even from ~26 rows (0.2 x 132
+        SMs); fp32 likewise (64 x 1M split 1.96 ms, ~31 us a row). See
+        benchmarks/RESULTS.md.
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
         (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
         the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
@@ -350,6 +358,8 @@ class ShortConfig:
     seg_max: int = 8192
     min_seg: int = 1024
     split_rows: float = 1.0
+    split_rows_long: float = 0.2
+    long_n: int = 1 << 18
     split_max_n: int = 0
     np_pivots: int = 8
     fused_stats: bool | None = None
@@ -448,6 +458,8 @@ def _plan(
     if lmin > cfg.nmax:
         return None
     if rows >= cfg.split_rows * sm_count and n > cfg.split_max_n:
+        return None
+    if n >= cfg.long_n and rows >= cfg.split_rows_long * sm_count:
         return None
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
