@@ -234,8 +234,16 @@ def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) 
     return window, begin, end, off_tensor, off_ptr, off_scalar
 
 
+@cache  # Triton reads it once, when the kernels are defined; so do we (host time per call)
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@cache
+def _portable() -> bool:
+    """DEEPSELECT_PORTABLE=1 (read once per process): the portable filter even where
+    the PTX one could run."""
+    return os.environ.get("DEEPSELECT_PORTABLE", "0") not in ("", "0")
 
 
 @cache
@@ -258,7 +266,7 @@ def use_asm(x: torch.Tensor) -> bool:
         x.device.type == "cuda"
         and not _interpreting()
         and _words_aligned(x)
-        and os.environ.get("DEEPSELECT_PORTABLE", "0") in ("", "0")
+        and not _portable()
     )
 
 

@@ -365,6 +365,9 @@ class ShortConfig:
     fused_stats: bool | None = None
 
 
+_DEFAULT = ShortConfig()
+
+
 @dataclass(frozen=True)
 class Level:
     """One launch: ``nseg`` slices of ``L`` elements (or candidates) per row, held in
@@ -438,7 +441,7 @@ def short_path(
     >>> describe(p)
     'short nmax=4096'
     """
-    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or ShortConfig(), _interpreting())
+    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or _DEFAULT, _interpreting())
 
 
 @cache  # decided once per shape: the plan is host work on every call
