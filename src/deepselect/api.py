@@ -7,6 +7,8 @@ data, so no call syncs with the device.
 
 from __future__ import annotations
 
+from functools import cache
+
 import torch
 
 from .keys import SUPPORTED_DTYPES
@@ -241,15 +243,22 @@ def _run_oracle(x, k, opt, out_values, out_indices) -> None:
 def _pick_backend(x: torch.Tensor, backend: str | None):
     if backend is None:
         backend = "triton" if x.device.type == "cuda" else "cpu"
-    if backend == "oracle":
-        return _run_oracle
+    if backend == "cpu" and x.device.type != "cpu":
+        raise ValueError(f"backend='cpu' needs a CPU tensor; x is on {x.device}")
+    if backend not in ("triton", "cpu", "oracle", "reference"):
+        raise ValueError(
+            f"backend must be 'triton', 'cpu', 'oracle', 'reference' or None; got {backend!r}"
+        )
+    return _backend_fn(backend)
+
+
+@cache  # imported on first use (no Triton import for CPU-only use), then looked up
+def _backend_fn(backend: str):
     if backend == "triton":
         from .triton_backend import run_triton
 
         return run_triton
     if backend == "cpu":
-        if x.device.type != "cpu":
-            raise ValueError(f"backend='cpu' needs a CPU tensor; x is on {x.device}")
         try:
             from .cpu_backend import run_cpu
         except ImportError:  # numba missing: stay correct, if slow
@@ -259,6 +268,4 @@ def _pick_backend(x: torch.Tensor, backend: str | None):
         from .reference import run_reference
 
         return run_reference
-    raise ValueError(
-        f"backend must be 'triton', 'cpu', 'oracle', 'reference' or None; got {backend!r}"
-    )
+    return _run_oracle
