@@ -262,12 +262,7 @@ def _vec_aligned(x: torch.Tensor) -> bool:
 
 
 def use_asm(x: torch.Tensor) -> bool:
-    return (
-        x.device.type == "cuda"
-        and not _interpreting()
-        and _words_aligned(x)
-        and not _portable()
-    )
+    return x.device.type == "cuda" and not _interpreting() and _words_aligned(x) and not _portable()
 
 
 def run_triton(
