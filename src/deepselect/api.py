@@ -240,32 +240,46 @@ def _run_oracle(x, k, opt, out_values, out_indices) -> None:
         out_values.copy_(v)
 
 
+def _load_triton():
+    from .triton_backend import run_triton
+
+    return run_triton
+
+
+def _load_cpu():
+    try:
+        from .cpu_backend import run_cpu
+    except ImportError:  # numba missing: stay correct, if slow
+        return _run_oracle
+    return run_cpu
+
+
+def _load_reference():
+    from .reference import run_reference
+
+    return run_reference
+
+
+# each imported on first use (no Triton import for CPU-only use), then looked up
+_BACKENDS = {
+    "triton": _load_triton,
+    "cpu": _load_cpu,
+    "oracle": lambda: _run_oracle,
+    "reference": _load_reference,
+}
+
+
 def _pick_backend(x: torch.Tensor, backend: str | None):
     if backend is None:
         backend = "triton" if x.device.type == "cuda" else "cpu"
+    if not isinstance(backend, str) or backend not in _BACKENDS:
+        names = ", ".join(repr(b) for b in _BACKENDS)
+        raise ValueError(f"backend must be {names} or None; got {backend!r}")
     if backend == "cpu" and x.device.type != "cpu":
         raise ValueError(f"backend='cpu' needs a CPU tensor; x is on {x.device}")
-    if backend not in ("triton", "cpu", "oracle", "reference"):
-        raise ValueError(
-            f"backend must be 'triton', 'cpu', 'oracle', 'reference' or None; got {backend!r}"
-        )
-    return _backend_fn(backend)
+    return _loaded(backend)
 
 
-@cache  # imported on first use (no Triton import for CPU-only use), then looked up
-def _backend_fn(backend: str):
-    if backend == "triton":
-        from .triton_backend import run_triton
-
-        return run_triton
-    if backend == "cpu":
-        try:
-            from .cpu_backend import run_cpu
-        except ImportError:  # numba missing: stay correct, if slow
-            return _run_oracle
-        return run_cpu
-    if backend == "reference":
-        from .reference import run_reference
-
-        return run_reference
-    return _run_oracle
+@cache
+def _loaded(backend: str):
+    return _BACKENDS[backend]()
