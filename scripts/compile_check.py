@@ -23,7 +23,12 @@ from triton.compiler import ASTSource
 from deepselect import triton_kernels as K
 from deepselect import triton_short
 from deepselect.options import Order
-from deepselect.triton_backend import check_variant, kernel_constants, launch_config
+from deepselect.triton_backend import (
+    check_variant,
+    kernel_constants,
+    launch_config,
+    occupancy_variant,
+)
 from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -44,8 +49,11 @@ def compile_rows_kernel(
     w32=False,
     ahead=None,
     sample=True,
+    programs=None,
 ):
     cfg = launch_config(dtype, k)
+    if programs is not None:
+        cfg = occupancy_variant(cfg, programs)
     if every > 1:
         cfg = check_variant(cfg, k, every)
     if other_search:
@@ -185,6 +193,9 @@ def main() -> None:
     p.add_argument("--w32", action="store_true", help="warps stream independently")
     p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
     p.add_argument(
+        "--programs", type=int, default=None, help="programs per SM (register cap, chunked search)"
+    )
+    p.add_argument(
         "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
     )
     p.add_argument(
@@ -227,6 +238,7 @@ def main() -> None:
                     w32=a.w32,
                     ahead=a.ahead,
                     sample=not a.no_sample,
+                    programs=a.programs,
                 )
                 ptx = c.asm["ptx"]
                 print(
