@@ -115,6 +115,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
     if part == "nosb":
         return dataclasses.replace(cfg, sample=False)
+    if part == "noballot":
+        return dataclasses.replace(cfg, ballot=False)
     raise ValueError(f"unknown variant {part!r}")
 
 
@@ -131,7 +133,8 @@ def main() -> None:
         "search), check2 (compaction checked every 2 blocks), occN (N programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
-        "block N beyond the loaded one), nosb (the first compaction keeps k, not a sample's rank); "
+        "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
+        "sample's rank), noballot (hits always placed with a shuffle scan); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
@@ -175,6 +178,7 @@ def main() -> None:
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
+                + ("" if cfg.ballot else "/nob")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

@@ -71,6 +71,9 @@ class LaunchConfig:
        4096 x 1M 19% faster, fp32 4096 x 129,280 sorted 19%, 256-row shapes 7-12%.
        ``sample_z``: the rank's margin (a negative one forces the second selection,
        for tests).
+    ballot: the filter places a block's hits with a ballot where no lane has two
+       (:func:`triton_kernels.filter_asm`), else with a shuffle scan; False: always
+       the shuffle scan (for A/B timing).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -93,6 +96,7 @@ class LaunchConfig:
     ahead: int = 4
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
+    ballot: bool = True
 
 
 def _next_pow2(v: int) -> int:
@@ -137,7 +141,7 @@ def kernel_constants(
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
         USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16, vec) if asm else "",
+        FILTER=K.filter_asm(bits, largest, fp16, vec, cfg.ballot) if asm else "",
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,

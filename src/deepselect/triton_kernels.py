@@ -102,6 +102,20 @@ def _coarse_value(tk, past, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST:
 
 
 @triton.jit
+def _coarse_pair(tk, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+                 LARGEST: tl.constexpr):  # fmt: skip
+    """:func:`_coarse_value` of ``tk`` before and past the threshold's index, as the
+    filter's int32 operands (16-bit types: in both halves). Computed when the
+    threshold changes, not for every block."""
+    at = _coarse_value(tk, tk != tk, KEY_MASK, SIGN, LARGEST)
+    past = _coarse_value(tk, tk == tk, KEY_MASK, SIGN, LARGEST)
+    if KEY_BITS == 16:
+        at = at | (at << 16)
+        past = past | (past << 16)
+    return at.to(tl.int32, bitcast=True), past.to(tl.int32, bitcast=True)
+
+
+@triton.jit
 def _raw_key(
     raw,
     RAW16: tl.constexpr,
@@ -190,7 +204,7 @@ def _word_elem(c: int, j: int, per_word: int, vec: bool) -> int:
     return word * per_word + j
 
 
-def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
+def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True) -> str:
     """One thread's share of the block filter, with its warp's hits appended.
 
     Operands: $0 the warp's new candidate count (out, the same in every lane);
@@ -200,12 +214,14 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
     $14 hi (the window); $15 the warp's candidate count; $16, $17 the warp's key
     and index regions (64-bit pointers).
 
-    A packed compare of the values with the threshold value (NaN is unordered, so
-    it passes) decides whether the warp has anything to look at; only then do the
+    A packed compare of the words' packed max (min) with the threshold value (NaN
+    is unordered, so it passes) decides whether the warp has anything to look at; only then do the
     lanes with a candidate run the exact (key, index, window) test, the warp scans
     its lanes' hit counts with shuffles and each lane stores its hits at its offset
     in the warp's region. No barrier, no atomic: a warp that has no candidate — the
-    usual case — costs only the compare and one vote."""
+    usual case — costs only the compare and one vote. ``ballot``: where no lane has
+    more than one hit (the usual block with hits), the scan is a ballot and two bit
+    counts instead of six dependent shuffles."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
@@ -213,15 +229,20 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
     w = [f"${1 + c}" for c in range(WORDS)]
     out = [
         "{",
-        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel, %res;",
+        ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel,",
+        "    %res, %b;",
         ".reg .b64 %pk, %pi, %off;",
         ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q;",
         "mov.b32 %mask, 0;",
         # $0 may share a register with an input: it is written last, after every read
         "mov.b32 %res, $15;",
     ]
-    out += [f"set.{cmp}.u32.{ty} %f{c}, {w[c]}, $9;" for c in range(WORDS)]
-    out += ["or.b32 %acc, %f0, %f1;"] + [f"or.b32 %acc, %acc, %f{c};" for c in range(2, WORDS)]
+    # one compare of the words' packed max (min): a word passes iff their max does
+    # (.NaN: a NaN anywhere makes the max NaN, which passes the unordered compare)
+    red = f"{'max' if largest else 'min'}.NaN.{ty}"
+    out += [f"{red} %f{c}, {w[2 * c]}, {w[2 * c + 1]};" for c in range(WORDS // 2)]
+    out += [f"{red} %f0, %f0, %f1;", f"{red} %f2, %f2, %f3;", f"{red} %f0, %f0, %f2;"]
+    out += [f"set.{cmp}.u32.{ty} %acc, %f0, $9;"]
     out += [
         "setp.ne.u32 %q, %acc, 0;",
         "vote.sync.any.pred %p, %q, 0xffffffff;",
@@ -230,7 +251,8 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
     ]
     bit = 0
     for c in range(WORDS):
-        out += [f"setp.eq.u32 %p, %f{c}, 0;", f"@%p bra $$SKIP{c}${{:uid}};"]
+        out += [f"set.{cmp}.u32.{ty} %f0, {w[c]}, $9;", "setp.eq.u32 %p, %f0, 0;"]
+        out += [f"@%p bra $$SKIP{c}${{:uid}};"]
         for j in range(per_word):
             elem = _word_elem(c, j, per_word, vec)
             out += _ptx_element_key(w[c], j * bits, bits, inf, largest)
@@ -249,16 +271,32 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False) -> str:
             ]
             bit += 1
         out.append(f"$$SKIP{c}${{:uid}}:")
-    # the warp's inclusive scan of the lanes' hit counts
-    out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;", "mov.b32 %s, %n;"]
+    # the warp's exclusive scan of the lanes' hit counts (%s) and their total (%tot)
+    out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;"]
+    if ballot:  # no lane with two hits: the lanes below with one, counted in a ballot
+        out += [
+            "setp.le.u32 %q, %n, 1;",
+            "vote.sync.all.pred %p, %q, 0xffffffff;",
+            "@!%p bra $$SHFL${:uid};",
+            "setp.ne.u32 %q, %n, 0;",
+            "vote.sync.ballot.b32 %b, %q, 0xffffffff;",
+            "mov.u32 %t, %lanemask_lt;",
+            "and.b32 %t, %t, %b;",
+            "popc.b32 %tot, %b;",
+            "popc.b32 %s, %t;",
+            "bra.uni $$PLACE${:uid};",
+            "$$SHFL${:uid}:",
+        ]
+    out += ["mov.b32 %s, %n;"]
     for d in (1, 2, 4, 8, 16):
         out += [f"shfl.sync.up.b32 %t|%p, %s, {d}, 0, 0xffffffff;", "@%p add.u32 %s, %s, %t;"]
     out += [
         "shfl.sync.idx.b32 %tot, %s, 31, 31, 0xffffffff;",
+        "sub.u32 %s, %s, %n;",
+        "$$PLACE${:uid}:",
         "add.u32 %res, $15, %tot;",
         "setp.eq.u32 %p, %n, 0;",
         "@%p bra $$DONE${:uid};",
-        "sub.u32 %s, %s, %n;",
         "add.u32 %s, %s, $15;",
         "mul.wide.u32 %off, %s, 4;",
         "add.s64 %pk, $16, %off;",
@@ -407,21 +445,19 @@ def _load_words_vec(xw_row, blk_start, lo, hi, live, B: tl.constexpr, KEY_BITS: 
 
 @triton.jit
 def _filter_words(
-    w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, wcnt, rk, ri,
-    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
-    LARGEST: tl.constexpr, FILTER: tl.constexpr,
+    w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, tv_at, tv_past, wcnt, rk, ri,
+    FILTER: tl.constexpr,
 ):  # fmt: skip
     """The filter with its per-thread core in PTX (see :func:`filter_asm`): returns
     each lane's copy of its warp's new candidate count. ``first_elem`` is each
-    thread's first element, ``rk``/``ri`` its warp's regions; every operand has the
-    shape of ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`)."""
+    thread's first element, ``rk``/``ri`` its warp's regions, ``tv_at``/``tv_past``
+    the compare values of :func:`_coarse_pair`; every operand has the shape of
+    ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`)."""
     zero = wcnt * 0
-    tv = _coarse_value(tk, first_elem >= ti, KEY_MASK, SIGN, LARGEST)
-    if KEY_BITS == 16:
-        tv = tv | (tv << 16)
+    tv = tl.where(first_elem >= ti, tv_past, tv_at)
     return tl.inline_asm_elementwise(
         FILTER, "=r" + ",r" * 15 + ",l,l",
-        [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv.to(tl.int32, bitcast=True),
+        [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv,
          zero + tk.to(tl.int32, bitcast=True), zero + ti, first_elem, zero + lo, zero + hi,
          wcnt, rk, ri],
         dtype=tl.int32, is_pure=False, pack=1,
@@ -888,8 +924,8 @@ def _next_block(j, a, m):
 @triton.jit
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
-    woff32, warp32, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n,
-    KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc,
+    sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
@@ -901,7 +937,8 @@ def _warp_step(
     (``a_pf = AHEAD * a mod m``). PROFILE: ``acc`` ([32], this warp's) accumulates
     in lanes 0..4 the cycles of the filter (compare and hit path) and of the
     meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
-    Returns the words, cursors, progress, stream state and ``acc``."""
+    ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
+    the threshold. Returns the words, cursors, progress, stream state and ``acc``."""
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
@@ -912,8 +949,7 @@ def _warp_step(
             before = wc32
         wc32 = _filter_words(
             w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
-            tk, ti, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S,
-            KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+            tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
         )  # fmt: skip
         if PROFILE:
             new = wc32 - before
@@ -942,9 +978,10 @@ def _warp_step(
             k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
+        tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
         if PROFILE:
             acc = _acc(acc, 0, _clock32(wc32) - t0, 1, 0, 0)
-    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, count, cur, fin, acc
+    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
 
 @triton.jit
@@ -1187,22 +1224,23 @@ def deepselect_rows_kernel(
                     jl = _next_block(jl, a, m)
                     a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
                     fin = row * 0
+                    tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     while fin == 0:
-                        (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, count, cur, fin,
-                         acc) = _warp_step(
+                        (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp, count,
+                         cur, fin, acc) = _warp_step(
                             a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
-                            i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k, scr_i,
-                            cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK, SIGN,
+                            i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k,
+                            scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z,
                         )  # fmt: skip
                         if fin == 0:
-                            (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, count, cur,
-                             fin, acc) = _warp_step(
+                            (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, tva, tvp,
+                             count, cur, fin, acc) = _warp_step(
                                 b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
-                                hi, i, nblk, wc32, woff32, warp32, tk, ti, count, cur, scr_k,
-                                scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
-                                SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                                SAMPLE_Z,
+                                hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
+                                scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
+                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
+                                PROFILE, SAMPLE_Z,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1246,10 +1284,11 @@ def deepselect_rows_kernel(
                                 xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
                             )
                         if USE_ASM:
+                            tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                             wcnt = _filter_words(
                                 a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS, lo,
-                                hi, tk, ti, wcnt, scr_k + cur + warp * S, scr_i + cur + warp * S,
-                                KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER,
+                                hi, tk, ti, tva, tvp, wcnt, scr_k + cur + warp * S,
+                                scr_i + cur + warp * S, FILTER,
                             )  # fmt: skip
                             a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
                             if not VEC:
