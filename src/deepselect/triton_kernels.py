@@ -514,38 +514,47 @@ def load32_asm() -> str:
 
 LOAD32_ASM = tl.constexpr(load32_asm())
 
-# The warps' sync words in shared memory (Triton's own reductions use the same bytes
-# only inside a compaction, between barriers, and the words are rewritten after it):
-# words 0..7 "warp w has filtered all its blocks", word 8 "a compaction is wanted".
-# $0: bit 0 the wanted-flag (raised first if $1 > $2: this warp's region is nearly
-# full), bit 1 every warp done.
+# The warps' sync state in shared memory (Triton's own reductions use the same bytes
+# only inside a compaction, between barriers, and it is rewritten after it): bytes
+# 0..7 "warp w has filtered all its blocks" (0 or 1), word 2 "a compaction is
+# wanted". One 16-byte load reads it all (SYNC_READ_ASM), issued when a step starts
+# so that its latency passes under the filter; POLL_ASM then decides with it.
+SYNC_READ_ASM = tl.constexpr("ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [global_smem];")
+# $0: bit 0 the wanted-flag (as read in $5, or raised here if $1 > $2: this warp's
+# region is nearly full), bit 1 every warp done (the done bytes $3, $4 as read).
 POLL_ASM = tl.constexpr(
-    "{ .reg .pred %p; .reg .b32 %a<9>; setp.gt.s32 %p, $1, $2; "
-    "@%p st.volatile.shared.b32 [global_smem+32], 1; "
-    "ld.volatile.shared.v4.b32 {%a0, %a1, %a2, %a3}, [global_smem]; "
-    "ld.volatile.shared.v4.b32 {%a4, %a5, %a6, %a7}, [global_smem+16]; "
-    "ld.volatile.shared.b32 %a8, [global_smem+32]; "
-    "and.b32 %a0, %a0, %a1; and.b32 %a2, %a2, %a3; and.b32 %a4, %a4, %a5; "
-    "and.b32 %a6, %a6, %a7; and.b32 %a0, %a0, %a2; and.b32 %a4, %a4, %a6; "
-    "and.b32 %a0, %a0, %a4; shl.b32 %a0, %a0, 1; or.b32 $0, %a0, %a8; }"
+    "{ .reg .pred %p; .reg .b32 %a, %w; setp.gt.s32 %p, $1, $2; "
+    "@%p st.volatile.shared.b32 [global_smem+8], 1; selp.b32 %w, 1, $5, %p; "
+    "and.b32 %a, $3, $4; setp.eq.u32 %p, %a, 0x01010101; selp.b32 %a, 2, 0, %p; "
+    "or.b32 $0, %a, %w; }"
 )
-# this warp's done word := $1 (every lane stores the same); with $2, wanted := 0
+# this warp's done byte := $1 (every lane stores the same); with $2, wanted := 0
 SET_SYNC_ASM = tl.constexpr(
     "{ .reg .b32 %t, %a; .reg .pred %p; mov.u32 %t, %tid.x; shr.u32 %t, %t, 5; "
-    "shl.b32 %t, %t, 2; mov.b32 %a, global_smem; add.u32 %a, %a, %t; "
-    "st.volatile.shared.b32 [%a], $1; setp.ne.s32 %p, $2, 0; "
-    "@%p st.volatile.shared.b32 [global_smem+32], 0; mov.b32 $0, 0; }"
+    "mov.b32 %a, global_smem; add.u32 %a, %a, %t; "
+    "st.volatile.shared.u8 [%a], $1; setp.ne.s32 %p, $2, 0; "
+    "@%p st.volatile.shared.b32 [global_smem+8], 0; mov.b32 $0, 0; }"
 )
 # a done warp waits a little before polling again (the working warps issue meanwhile)
 NAP_ASM = tl.constexpr("{ nanosleep.u32 64; mov.b32 $0, 0; }")
 
 
 @triton.jit
-def _poll(wcnt32, limit):
-    """Warp-uniform sync state (see POLL_ASM): bit 0 a compaction is wanted (raised
-    here if this warp's count exceeds ``limit``), bit 1 every warp is done."""
+def _sync_read(dep32):
+    """The sync state as it is now (see SYNC_READ_ASM): done bytes, wanted, spare."""
+    return tl.inline_asm_elementwise(
+        SYNC_READ_ASM, "=r,=r,=r,=r,r", [dep32],
+        dtype=(tl.int32,) * 4, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _poll(wcnt32, limit, d0, d1, wanted):
+    """Warp-uniform sync state from a :func:`_sync_read` (see POLL_ASM): bit 0 a
+    compaction is wanted (raised here if this warp's count exceeds ``limit``), bit 1
+    every warp is done."""
     st = tl.inline_asm_elementwise(
-        POLL_ASM, "=r,r,r", [wcnt32, wcnt32 * 0 + limit],
+        POLL_ASM, "=r,r,r,r,r,r", [wcnt32, wcnt32 * 0 + limit, d0, d1, wanted],
         dtype=tl.int32, is_pure=False, pack=1,
     )  # fmt: skip
     return tl.max(st, axis=0)
@@ -819,7 +828,8 @@ def _meet(
     ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
     z32 = tl.zeros([32], tl.int32)
     tl.debug_barrier()  # every warp is here: its appends and its done word are in
-    fin = _poll(z32, 0) >> 1  # the same in every warp
+    d0, d1, wanted, _ = _sync_read(z32)
+    fin = _poll(z32, 0, d0, d1, wanted) >> 1  # the same in every warp
     total = _publish32(z32 + wcount, cnt_ptr)
     kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, ti, SAMPLE_Z))
     tk, ti, count = _compact(
@@ -943,6 +953,10 @@ def _warp_step(
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
     fin = i * 0
+    # the other warps' state, read before the filter: a warp sees a wanted-flag one
+    # step later than a read after it would, and its own region still has room for
+    # that step (each warp checks its own count after every block)
+    d0, d1, wanted, _ = _sync_read(wc32)
     if i < nblk:
         if PROFILE:
             t0 = _clock32(w7)
@@ -970,7 +984,7 @@ def _warp_step(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
-    if _poll(wc32, LIMIT) != 0:  # a compaction is wanted, or all are done
+    if _poll(wc32, LIMIT, d0, d1, wanted) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
