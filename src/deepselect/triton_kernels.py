@@ -107,8 +107,8 @@ def _coarse_pair(tk, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.co
     """:func:`_coarse_value` of ``tk`` before and past the threshold's index, as the
     filter's int32 operands (16-bit types: in both halves). Computed when the
     threshold changes, not for every block."""
-    at = _coarse_value(tk, tk != tk, KEY_MASK, SIGN, LARGEST)
-    past = _coarse_value(tk, tk == tk, KEY_MASK, SIGN, LARGEST)
+    at = _coarse_value(tk, tk != tk, KEY_MASK, SIGN, LARGEST)  # past: False
+    past = _coarse_value(tk, tk == tk, KEY_MASK, SIGN, LARGEST)  # past: True
     if KEY_BITS == 16:
         at = at | (at << 16)
         past = past | (past << 16)
@@ -214,14 +214,14 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
     $14 hi (the window); $15 the warp's candidate count; $16, $17 the warp's key
     and index regions (64-bit pointers).
 
-    A packed compare of the words' packed max (min) with the threshold value (NaN
-    is unordered, so it passes) decides whether the warp has anything to look at; only then do the
-    lanes with a candidate run the exact (key, index, window) test, the warp scans
-    its lanes' hit counts with shuffles and each lane stores its hits at its offset
-    in the warp's region. No barrier, no atomic: a warp that has no candidate — the
-    usual case — costs only the compare and one vote. ``ballot``: where no lane has
-    more than one hit (the usual block with hits), the scan is a ballot and two bit
-    counts instead of six dependent shuffles."""
+    One compare of the words' packed max (min) with the threshold value (NaN is
+    unordered, so it passes) decides whether the warp has anything to look at; only
+    then do the lanes with a candidate run the exact (key, index, window) test, the
+    warp scans its lanes' hit counts and each lane stores its hits at its offset in
+    the warp's region. No barrier, no atomic: a warp that has no candidate — the
+    usual case — costs only the compare and one vote. The scan is a ballot and two
+    bit counts where no lane has two hits (the usual block with hits) and ``ballot``,
+    else six dependent shuffles."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
@@ -562,7 +562,7 @@ def _poll(wcnt32, limit, d0, d1, wanted):
 
 @triton.jit
 def _set_sync(done32, clear):
-    """This warp's done word := ``done32`` (the same in every lane); if ``clear``, the
+    """This warp's done byte := ``done32`` (the same in every lane); if ``clear``, the
     wanted-flag := 0."""
     return tl.inline_asm_elementwise(
         SET_SYNC_ASM, "=r,r,r", [done32, done32 * 0 + clear],
@@ -827,7 +827,7 @@ def _meet(
     half it read, as the output expects) and whether this was the final one.
     ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
     z32 = tl.zeros([32], tl.int32)
-    tl.debug_barrier()  # every warp is here: its appends and its done word are in
+    tl.debug_barrier()  # every warp is here: its appends and its done byte are in
     d0, d1, wanted, _ = _sync_read(z32)
     fin = _poll(z32, 0, d0, d1, wanted) >> 1  # the same in every warp
     total = _publish32(z32 + wcount, cnt_ptr)
@@ -838,7 +838,7 @@ def _meet(
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
-    tl.debug_barrier()  # the sync words are consistent before anyone polls
+    tl.debug_barrier()  # the sync state is consistent before anyone polls
     # the survivors are in the other half; the output reads "the other half" of cur
     return tk, ti, count, tl.where(fin != 0, cur, CAP - cur), fin
 
@@ -1218,7 +1218,7 @@ def deepselect_rows_kernel(
                     tk = tl.load(preset_ptr + row).to(tl.uint32)
                 if W32:  # warp-private loop state (see _tid32): warps stream independently
                     # Each warp filters its share of every block at its own pace and polls the
-                    # sync words after each block; the warps meet (_meet) only when one asks
+                    # sync state before each block; the warps meet (_meet) only when one asks
                     # for a compaction (its region nearly full) and once all are done. Two
                     # word sets alternate (the loop is unrolled twice), each reloaded right
                     # after its filter, so no copy waits for a pending load.
