@@ -53,8 +53,8 @@ class LaunchConfig:
        no more loads in flight). Fewer instructions per block; the loop's cost is its
        instruction count (Nsight Compute: few memory stalls, see RESULTS.md).
     w32: the stream's per-thread state in warp-private [32]-shaped tensors: each warp
-       filters its share of every block at its own pace, polls a few shared-memory
-       words after each block and meets the others only for a compaction (its region
+       filters its share of every block at its own pace, checks 16 bytes of shared
+       sync state with each block and meets the others only for a compaction (its region
        nearly full) and at the end (needs ``vec``, ``check_every == 1``). Timed on an
        H200 (benchmarks/RESULTS.md): 12% faster at 4096 x 1M bf16, 3% at 256 x 1M,
        6-16% slower on rows of 16-64 blocks, where the per-row work dominates.
