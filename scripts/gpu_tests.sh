@@ -10,8 +10,10 @@
 #   GPU_TESTS_TIMEOUT  seconds per shard (default 300)
 #   GPU_TESTS_K        optional pytest -k expression
 #   GPU_TESTS_SPLIT    "tests" (default): round-robin over test ids; "functions":
-#                      round-robin over test functions, so the parametrisations of one
-#                      function (which share kernel specialisations) compile in one shard
+#                      the parametrisations of one function (which share kernel
+#                      specialisations) stay together, in pieces of at most tests / P,
+#                      and the pieces are balanced over the shards
+#   GPU_TESTS_DRY      1: write and print the split, run nothing
 #   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
 #   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
 # Exit status: 0 when every shard passed (skips allowed), 1 otherwise.
@@ -56,21 +58,32 @@ echo "collected ${#ids[@]} tests (marker '${MARK}') in $(($(date +%s) - t0)) s; 
   "timeout ${TIMEOUT} s each; Triton cache $TRITON_CACHE_DIR"
 
 for ((s = 0; s < P; s++)); do : >"$OUT/shard_$s.ids"; done
-declare -A shard_of=()
-next=0
-for i in "${!ids[@]}"; do
-  if [ "${GPU_TESTS_SPLIT:-tests}" = functions ]; then
-    fn=${ids[$i]%%[*}
-    if [ -z "${shard_of[$fn]+set}" ]; then
-      shard_of[$fn]=$((next % P))
-      next=$((next + 1))
-    fi
-    s=${shard_of[$fn]}
-  else
-    s=$((i % P))
-  fi
-  printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$s.ids"
-done
+if [ "${GPU_TESTS_SPLIT:-tests}" = functions ]; then
+  # each function's tests together, cut into pieces of at most ceil(tests / P); the
+  # pieces, largest first, each to the shard with the fewest tests so far
+  printf '%s\n' "${ids[@]}" | python3 -c '
+import sys
+out, p = sys.argv[1], int(sys.argv[2])
+ids = sys.stdin.read().splitlines()
+cap = -(-len(ids) // p)
+funcs = {}
+for i in ids:
+    funcs.setdefault(i.split("[")[0], []).append(i)
+pieces = [f[j : j + cap] for f in funcs.values() for j in range(0, len(f), cap)]
+shards = [[] for _ in range(p)]
+for piece in sorted(pieces, key=len, reverse=True):
+    min(shards, key=len).extend(piece)
+for s, mine in enumerate(shards):
+    with open(f"{out}/shard_{s}.ids", "w") as fh:
+        fh.writelines(t + "\n" for t in mine)
+' "$OUT" "$P"
+else
+  for i in "${!ids[@]}"; do printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$((i % P)).ids"; done
+fi
+if [ "${GPU_TESTS_DRY:-0}" = 1 ]; then # the split only
+  for ((s = 0; s < P; s++)); do echo "shard $s: $(wc -l <"$OUT/shard_$s.ids") tests"; done
+  exit 0
+fi
 
 pids=()
 for ((s = 0; s < P; s++)); do
