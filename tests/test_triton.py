@@ -337,6 +337,26 @@ def test_gpu_stream_loads_at_every_alignment_and_window(dtype, shift):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("w32", [False, True])
+def test_gpu_stream_kernel_every_dtype_and_direction(dtype, largest, w32):
+    """The streaming kernel itself (its PTX filter: packed max or min of the words,
+    then the exact test) for bf16, fp16 and fp32, largest and smallest, in both loops:
+    few-row calls of topk_rows take the short/split path, so this forces the kernel.
+    NaN hot spots and two distinct values put NaN and ties at the threshold."""
+    rows, n, k = 12, 300_000, 512
+    for kind in ("normal", "nan_hotspots", "distinct2"):
+        x = make(kind, rows, n, dtype, "cuda", seed=5)
+        cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None)
+        opt = TopkOptions(largest=largest, order=Order.VALUE)
+        ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+        oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+        run_triton(x, k, opt, ov, oi, config=cfg)
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_gpu_warp_private_stream(kind, dtype):
