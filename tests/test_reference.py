@@ -16,6 +16,7 @@ from deepselect.reference import (
     BLOCK_ORDERS,
     block_permutation,
     block_stride,
+    ends_first_block,
     radix_select,
     reference_topk,
     select_row,
@@ -270,3 +271,15 @@ def test_block_stride_has_no_near_periodic_runs(m):
         starts = range(0, m, max(1, m // 32))
         worst = max(max(_records(a, c, m), _records(m - a, c, m)) for c in starts)
         assert worst <= 24
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 63, 64, 65, 256, 1000])
+def test_ends_first_order_is_a_permutation_that_starts_at_both_ends(m):
+    """The CPU backend's block order: every block once, the last then the first, and on
+    a monotone row (either direction) the best block among the first two."""
+    mid = max(m - 2, 1)
+    a = block_stride(mid)
+    for c in range(0, mid, max(1, mid // 16)):
+        order = [ends_first_block(i, m, a, c) for i in range(m)]
+        assert sorted(order) == list(range(m))
+        assert order[: min(m, 2)] == [m - 1, 0][: min(m, 2)]

@@ -48,6 +48,7 @@ from .options import Order, TopkOptions
 # the kernels' block-order multiplier, compiled from the reference's definition
 register_jitable(reference._largest_quotient)
 _block_stride = njit(cache=True, nogil=True)(reference.block_stride)
+_block_at = njit(cache=True, nogil=True)(reference.ends_first_block)
 # where the threshold starts: a bound from the first candidates
 _sample_rank = njit(cache=True, nogil=True)(reference.sample_rank)
 
@@ -293,7 +294,8 @@ def _radix_pass_all(keys, perm, tmp, hist, bits, n):
 @njit(cache=True, nogil=True)
 def _order_params(seed, row, seg, m):
     """Multiplier a (:func:`deepselect.reference.block_stride`) and hashed shift c of
-    the block order (a*i + c) mod m."""
+    the middle blocks' order in :func:`deepselect.reference.ends_first_block`."""
+    m = max(m - 2, 1)
     h = np.uint64(seed) ^ (np.uint64(row) * np.uint64(0x9E3779B97F4A7C15))
     h ^= np.uint64(seg) * np.uint64(0xC2B2AE3D27D4EB4F)
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -343,7 +345,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
         tk = T(0)
         ti = np.int64(0)
         for i in range(m):
-            b = (a * i + c) % m
+            b = _block_at(i, m, a, c)
             p = off + lo + b * block  # position in src
             pend = min(p + block, off + hi)
             # Wider groups once hits are sparse (about k / seen per element): one
