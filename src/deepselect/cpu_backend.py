@@ -130,6 +130,22 @@ def _bound(u, T, S, largest, sign, absmask, inf):
 
 
 @njit(cache=True, nogil=True)
+def _next_value(u, T, largest, sign, absmask, inf):
+    """The bits of the next value beyond the threshold element's bits ``u`` (larger
+    when ``largest``, else smaller): what an element must reach to beat a threshold
+    whose index it cannot undercut. ``u`` itself where there is no such float (an
+    infinity or NaN at the top: its ties still go through the exact test)."""
+    ab = T(u & absmask)
+    if ab >= inf:
+        return u
+    if ab == T(0):  # +-0: the smallest subnormal on the far side of zero
+        return T(1) if largest else T(sign | T(1))
+    if (u < sign) == largest:  # away from zero: one more unit of magnitude
+        return T(u + T(1))
+    return T(u - T(1))  # towards zero (the last step lands on -0 or +0)
+
+
+@njit(cache=True, nogil=True)
 def _passes(u, T, S, mode, a, b):
     if mode == 0:
         return (S(u) >= S(a)) | (u > b)
@@ -323,6 +339,9 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
     block, b2, warm, g, gmax, spread = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
     largest = flip == T(0)
     fm, fa, fb = 0, T(0), T(0)  # prefilter of the threshold, see _bound
+    # and of the next value: for blocks at or past the threshold's index, where a tie
+    # with it is no hit (rows of few distinct values: most of the row)
+    xm, xa, xb = 0, T(0), T(0)
     n = hi - lo
     if n <= 0:
         return 0
@@ -354,21 +373,23 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
             wide = g
             while wide < gmax and 2 * wide * k * spread <= i * block:
                 wide *= 2
+            past = lo + b * block >= ti  # the block lies at or past the threshold's index
+            bm, ba, bb = (xm, xa, xb) if have and past else (fm, fa, fb)
             while p < pend:
                 if have:
-                    p = _skip(src, p, pend, wide, T, S, fm, fa, fb)
+                    p = _skip(src, p, pend, wide, T, S, bm, ba, bb)
                     if p >= pend:
                         break
                     q = min(p + wide, pend)
                     while p < q:
                         if wide > g:  # narrow down; a narrow group was just tested
-                            p = _skip(src, p, q, g, T, S, fm, fa, fb)
+                            p = _skip(src, p, q, g, T, S, bm, ba, bb)
                             if p >= q:
                                 break
                         r = min(p + g, q)
                         for t in range(p, r):  # a group holding a hit (or a last, partial one)
                             u = src[np.uint64(t)]
-                            if _passes(u, T, S, fm, fa, fb):
+                            if _passes(u, T, S, bm, ba, bb):
                                 kk = _key(u, T, sign, absmask, inf, flip, nanval)
                                 j = t - off
                                 if kk > tk or (kk == tk and j < ti):
@@ -389,7 +410,12 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                     kth = rank if not have and rank > 0 else k
                     tk, ti = _select_kth(ck, ci, cnt, kth, sk, si, hist, T, kbits, ibits)
                     cnt = _keep(ck, ci, cnt, tk, ti)
-                    fm, fa, fb = _bound(src[off + ti], T, S, largest, sign, absmask, inf)
+                    tu = src[off + ti]
+                    fm, fa, fb = _bound(tu, T, S, largest, sign, absmask, inf)
+                    nu = _next_value(tu, T, largest, sign, absmask, inf)
+                    xm, xa, xb = _bound(nu, T, S, largest, sign, absmask, inf)
+                    past = lo + b * block >= ti
+                    bm, ba, bb = (xm, xa, xb) if past else (fm, fa, fb)
                     # hits that come densely (a second compaction within one block, as
                     # on a monotone row) let the buffer grow: fewer, larger compactions
                     dense = have and i == last
