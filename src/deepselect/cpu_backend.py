@@ -130,19 +130,23 @@ def _bound(u, T, S, largest, sign, absmask, inf):
 
 
 @njit(cache=True, nogil=True)
-def _next_value(u, T, largest, sign, absmask, inf):
-    """The bits of the next value beyond the threshold element's bits ``u`` (larger
-    when ``largest``, else smaller): what an element must reach to beat a threshold
-    whose index it cannot undercut. ``u`` itself where there is no such float (an
-    infinity or NaN at the top: its ties still go through the exact test)."""
+def _strict_bound(u, T, S, largest, sign, absmask, inf):
+    """Prefilter (see :func:`_bound`) of what beats the threshold element's bits ``u``
+    where its index cannot be undercut: the next value beyond ``u`` (larger when
+    ``largest``, else smaller). Beyond +inf lie the NaNs; beyond a NaN, for the
+    largest, nothing (one bit pattern, a NaN tie, still passes to the exact test)."""
     ab = T(u & absmask)
-    if ab >= inf:
-        return u
+    if ab > inf:
+        if largest:
+            return 0, T(T(~T(0)) >> T(1)), T(~T(0))
+        return _bound(u, T, S, largest, sign, absmask, inf)  # every non-NaN beats it
     if ab == T(0):  # +-0: the smallest subnormal on the far side of zero
-        return T(1) if largest else T(sign | T(1))
-    if (u < sign) == largest:  # away from zero: one more unit of magnitude
-        return T(u + T(1))
-    return T(u - T(1))  # towards zero (the last step lands on -0 or +0)
+        nu = T(1) if largest else T(sign | T(1))
+    elif (u < sign) == largest:  # away from zero: one more unit of magnitude
+        nu = T(u + T(1))
+    else:  # towards zero (the last step lands on -0 or +0)
+        nu = T(u - T(1))
+    return _bound(nu, T, S, largest, sign, absmask, inf)
 
 
 @njit(cache=True, nogil=True)
@@ -412,8 +416,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
                     cnt = _keep(ck, ci, cnt, tk, ti)
                     tu = src[off + ti]
                     fm, fa, fb = _bound(tu, T, S, largest, sign, absmask, inf)
-                    nu = _next_value(tu, T, largest, sign, absmask, inf)
-                    xm, xa, xb = _bound(nu, T, S, largest, sign, absmask, inf)
+                    xm, xa, xb = _strict_bound(tu, T, S, largest, sign, absmask, inf)
                     past = lo + b * block >= ti
                     bm, ba, bb = (xm, xa, xb) if past else (fm, fa, fb)
                     # hits that come densely (a second compaction within one block, as
