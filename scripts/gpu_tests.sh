@@ -89,7 +89,7 @@ pids=()
 for ((s = 0; s < P; s++)); do
   (
     mapfile -t mine <"$OUT/shard_$s.ids"
-    # a shard left without tests (fewer test functions than shards) runs nothing:
+    # a shard left without tests (fewer pieces of functions than shards) runs nothing:
     # pytest given no ids would collect every test
     if [ ${#mine[@]} -eq 0 ]; then
       echo "no tests in this shard in 0.00s" >"$OUT/shard_$s.log"
