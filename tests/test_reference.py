@@ -19,6 +19,7 @@ from deepselect.reference import (
     ends_first_block,
     radix_select,
     reference_topk,
+    sample_blocks,
     select_row,
     unsigned_keys,
 )
@@ -273,13 +274,25 @@ def test_block_stride_has_no_near_periodic_runs(m):
         assert worst <= 24
 
 
+@pytest.mark.parametrize("s", [0, 1, 4])
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 63, 64, 65, 256, 1000])
-def test_ends_first_order_is_a_permutation_that_starts_at_both_ends(m):
-    """The CPU backend's block order: every block once, the last then the first, and on
-    a monotone row (either direction) the best block among the first two."""
+def test_ends_first_order_is_a_permutation_with_the_ends_after_the_sample(m, s):
+    """The kernels' block order: every block once, the first s (or all middle blocks, if
+    fewer) from the middle, then the last and the first block, so that on a monotone
+    row (either direction) the best block comes right after the sample."""
     mid = max(m - 2, 1)
     a = block_stride(mid)
+    p = max(min(s, m - 2), 0)
     for c in range(0, mid, max(1, mid // 16)):
-        order = [ends_first_block(i, m, a, c) for i in range(m)]
+        order = [ends_first_block(i, m, a, c, s) for i in range(m)]
         assert sorted(order) == list(range(m))
-        assert order[: min(m, 2)] == [m - 1, 0][: min(m, 2)]
+        assert all(0 < b < m - 1 for b in order[:p])
+        assert order[p : p + 2] == [m - 1, 0][: min(m, 2)]
+        # the middle blocks keep their stride order around the ends
+        assert [b for b in order if 0 < b < m - 1] == [1 + (a * t + c) % mid for t in range(m - 2)]
+
+
+def test_sample_blocks_cover_the_first_compaction():
+    assert sample_blocks(4096, 8192) == 1
+    assert sample_blocks(8192, 4096) == 2
+    assert sample_blocks(8193, 4096) == 3

@@ -51,6 +51,7 @@ _block_stride = njit(cache=True, nogil=True)(reference.block_stride)
 _block_at = njit(cache=True, nogil=True)(reference.ends_first_block)
 # where the threshold starts: a bound from the first candidates
 _sample_rank = njit(cache=True, nogil=True)(reference.sample_rank)
+_sample_blocks = njit(cache=True, nogil=True)(reference.sample_blocks)
 
 __all__ = ["CpuConfig", "CONFIG", "run_cpu"]
 
@@ -358,7 +359,10 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
     first = min(max(k + b2, warm), ck.size - g)
     m = (n + block - 1) // block
     a, c = _order_params(seed, row, seg, m)
-    rank = _sample_rank(first, k, n)
+    # the ends come after the sample's blocks; a row too short to give a sample without
+    # them starts at the k-th best
+    s = _sample_blocks(first, block)
+    rank = _sample_rank(first, k, n) if m - 2 >= s else 0
     most = ck.size - gmax  # a trigger this high leaves room for a widest group's hits
     for _attempt in range(2):  # a second one only if the bound was too high
         cnt = 0
@@ -368,7 +372,7 @@ def _segment_topk(src, off, lo, hi, k, T, S, consts, cfg, seed, row, seg, ck, ci
         tk = T(0)
         ti = np.int64(0)
         for i in range(m):
-            b = _block_at(i, m, a, c)
+            b = _block_at(i, m, a, c, s)
             p = off + lo + b * block  # position in src
             pend = min(p + block, off + hi)
             # Wider groups once hits are sparse (about k / seen per element): one

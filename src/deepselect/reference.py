@@ -153,26 +153,42 @@ def block_stride(m: int) -> int:
     return best_a
 
 
-def ends_first_block(i: int, m: int, a: int, c: int) -> int:
-    """The ``i``-th block of an order of ``m`` blocks that visits the last block, then
-    the first, then the middle blocks ``1 .. m-2`` in the stride order
-    ``1 + (a*t + c) mod (m - 2)`` (``a = block_stride(m - 2)``, ``0 <= c < m - 2``).
+def ends_first_block(i: int, m: int, a: int, c: int, s: int = 0) -> int:
+    """The ``i``-th block of an order of ``m`` blocks that visits ``s`` middle blocks,
+    then the last block, the first, and then the other middle blocks: the middle
+    blocks ``1 .. m-2`` in the stride order ``1 + (a*t + c) mod (m - 2)`` (``a =
+    block_stride(m - 2)``, ``0 <= c < m - 2``), the ends at positions ``p = min(s, m -
+    2)`` and ``p + 1``.
 
-    The ends come first because rows with a trend along their length (a monotone row,
+    The ends come early because rows with a trend along their length (a monotone row,
     scores rising with recency, attention sinks at the start) hold their best values
     there: once those are candidates the threshold sits above the rest of the row,
     where in the stride order every block beyond all earlier ones is all hits (up to
     ~21 such blocks, see :func:`block_stride`). To a row without a trend two fixed
-    blocks are as good as any.
+    blocks are as good as any. They come after the first ``s`` blocks because those are
+    the sample the threshold starts from (:func:`sample_rank`): a sample holds random
+    blocks only if the ends are not in it (on a monotone row the last block alone holds
+    the whole top k; among ties the first block holds the lowest indices).
 
     >>> [ends_first_block(i, 6, block_stride(4), 2) for i in range(6)]
     [5, 0, 3, 4, 1, 2]
+    >>> [ends_first_block(i, 6, block_stride(4), 2, s=1) for i in range(6)]
+    [3, 5, 0, 4, 1, 2]
     """
-    if i == 0:
+    p = max(min(s, m - 2), 0)
+    if i == p:
         return m - 1
-    if i == 1:
+    if i == p + 1:
         return 0
-    return 1 + (a * (i - 2) + c) % (m - 2)
+    t = i if i < p else i - 2
+    return 1 + (a * t + c) % (m - 2)
+
+
+def sample_blocks(first: int, block: int) -> int:
+    """Blocks of the order before its ends (:func:`ends_first_block`'s ``s``) for a
+    first compaction at ``first`` candidates: a threshold of -inf makes every element
+    of a block a candidate, so ``ceil(first / block)`` middle blocks hold the sample."""
+    return -(-first // block)
 
 
 def block_permutation(m: int, block_order: str = "random", seed: int = 0, row: int = 0):

@@ -7,9 +7,11 @@ row kernel → output. Launch configuration lives in :mod:`deepselect.triton_bac
 How one program selects a row ``[lo, hi)``:
 
 1. Blocks of ``B`` elements, aligned to multiples of ``B`` from the row start, are
-   visited in the data-independent order ``(a * i + c) mod m`` with ``gcd(a, m) = 1``:
-   ``a`` near ``m / phi^2`` without near-periodic runs (``reference.block_stride``),
-   ``c`` hashed from a fixed seed and the row number.
+   visited in a data-independent order (``reference.ends_first_block``): the middle
+   blocks ``1 + (a * t + c) mod (m - 2)`` with ``a`` near ``(m - 2) / phi^2`` without
+   near-periodic runs (``reference.block_stride``), ``c`` hashed from a fixed seed and
+   the row number, and the last and the first block right after the ``CAP / B``
+   middle blocks that hold the first compaction's sample.
 2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
    each block. Elements that beat it are appended to a candidate buffer in global
    memory (this program's scratch, L2-resident), split into NREG regions: warp w
@@ -925,26 +927,48 @@ def _clock32(dep):
 
 
 @triton.jit
-def _next_block(j, a, m):
-    """The block after ``j`` in the order ``(a * i + c) mod m`` (``0 <= a < m``)."""
+def _next_mid(j, a, mm):
+    """The middle block after ``j`` in the order ``1 + (a * t + c) mod mm`` of the
+    blocks ``1 .. mm`` (``0 <= a < mm``; see ``reference.ends_first_block``)."""
     j = j + a
-    return tl.where(j >= m, j - m, j)
+    return tl.where(j > mm, j - mm, j)
+
+
+@triton.jit
+def _block_at(q, m, a, c, p):
+    """Block ``q`` of a row's ``m`` (:func:`reference.ends_first_block` with the ends at
+    ``p``; ``c < mm = max(m - 2, 1)``, ``a < mm``)."""
+    mm = tl.maximum(m - 2, 1)
+    t = tl.where(q < p, q, q - 2)
+    mid = 1 + ((a.to(tl.int64) * t + c) % mm).to(tl.int32)
+    return tl.where(q == p, m - 1, tl.where(q == p + 1, 0, mid))
+
+
+@triton.jit
+def _next_block(j, j3, q, a, mm, nblk, p):
+    """Block ``q`` of the order (:func:`_block_at` with the ends at ``p``) from blocks
+    ``q - 1`` (``j``) and ``q - 3`` (``j3``; ``q >= 3``): the middle block after ``j``,
+    or at ``p`` and ``p + 1`` the ends, at ``p + 2`` the middle block after ``j3``."""
+    d = q - p
+    nxt = _next_mid(tl.where(d == 2, j3, j), a, mm)
+    return tl.where(d == 0, nblk - 1, tl.where(d == 1, 0, nxt))
 
 
 @triton.jit
 def _warp_step(
-    w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, m, first, lo, hi, i, nblk, wc32,
-    woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc,
-    sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, mm, p, first, lo, hi, i, nblk,
+    wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
+    acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
-    words ``w*`` and reload them with block ``jl`` (two blocks ahead), or, when this
-    warp is done, nap; then poll, and meet the others if a compaction is wanted or
-    all are done. AHEAD > 0: also ask L2 for the block AHEAD blocks after ``jl``
-    (``a_pf = AHEAD * a mod m``). PROFILE: ``acc`` ([32], this warp's) accumulates
+    words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
+    ``jl``, which advances in the order of :func:`_next_block`), or, when this warp
+    is done, nap; then poll, and meet the others if a compaction is wanted or all are
+    done. AHEAD > 0: also ask L2 for the block AHEAD blocks after ``jl`` (``a_pf =
+    AHEAD * a mod mm``). PROFILE: ``acc`` ([32], this warp's) accumulates
     in lanes 0..4 the cycles of the filter (compare and hit path) and of the
     meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
     ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
@@ -972,13 +996,14 @@ def _warp_step(
             xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
         )
         if AHEAD > 0:
-            jp = _next_block(jl, a_pf, m)
+            jp = _next_mid(jl, a_pf, mm)
             _prefetch32(
                 xw_row, (jp + first) * (B // PER_WORD), woff32, lo, hi,
                 i + 2 + AHEAD < nblk, B, KEY_BITS,
             )  # fmt: skip
-        ja = _next_block(ja, a, m)
-        jl = _next_block(jl, a, m)
+        jn = _next_block(jl, ja, i + 3, a, mm, nblk, p)
+        ja = jl  # the block this word set now holds
+        jl = jn
         i += 1
         if i == nblk:
             _set_sync(wc32 * 0 + 1, 0)
@@ -1180,23 +1205,30 @@ def deepselect_rows_kernel(
             hi = lo + N
         first = lo // B
         nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
-        # data-independent block order (a*i + c) mod m, gcd(a, m) = 1
+        # data-independent block order (reference.ends_first_block): the middle blocks
+        # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
+        # at p and p + 1, right after the sample of the first compaction (a region
+        # fills within CAP / B blocks while every element is a candidate)
         m = tl.maximum(nblk, 1)
+        mm = tl.maximum(m - 2, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
         h = h ^ (h >> 15)
         h = h * 0x2C1B3C6D
         h = h ^ (h >> 12)
-        # a stride near m / phi^2 without near-periodic runs (reference.block_stride),
-        # computed again only when the row's block count changes; a < m: the next
-        # block is one add and at most one subtract away
-        if m != m_prev:
-            a_prev = _block_stride(m, STRIDE_SPAN, STRIDE_GOOD)
-            m_prev = m
+        # a stride near mm / phi^2 without near-periodic runs (reference.block_stride),
+        # computed again only when the row's block count changes; a < mm: the next
+        # middle block is one add and at most one subtract away
+        if mm != m_prev:
+            a_prev = _block_stride(mm, STRIDE_SPAN, STRIDE_GOOD)
+            m_prev = mm
         a = a_prev
         # SAMPLE: the first compaction keeps a rank of the candidates seen so far (a
         # sample of the row, reference.sample_rank) rather than the k-th; if fewer
-        # than k of the row reach that bound, the row is selected again without it
-        sample_n = tl.where(SAMPLE and not PRESET, hi - lo, 0)
+        # than k of the row reach that bound, the row is selected again without it;
+        # only where the middle blocks before the ends hold the whole sample
+        p = tl.maximum(tl.minimum(m - 2, CAP // B), 0)
+        c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
+        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= CAP // B), hi - lo, 0)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
         cur = row * 0  # the scratch half holding the candidates: 0 or CAP
@@ -1205,9 +1237,9 @@ def deepselect_rows_kernel(
         go = row * 0 + 1
         for _attempt in range(0, 2 if SAMPLE else 1):  # one iteration: no loop at all
             if go != 0:
-                ja = ((h >> 7) % m.to(tl.uint32)).to(tl.int32)
-                jb = _next_block(ja, a, m)
-                jc = _next_block(jb, a, m)
+                ja = _block_at(m * 0, m, a, c, p)
+                jb = _block_at(m * 0 + 1, m, a, c, p)
+                jc = _block_at(m * 0 + 2, m, a, c, p)
                 cur = row * 0
                 wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
                 rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
@@ -1231,28 +1263,28 @@ def deepselect_rows_kernel(
                     a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
                         xw_row, (ja + first) * WB, woff32, lo, hi, nblk > 0, B, KEY_BITS
                     )
-                    jl = jb  # the next block to load
                     b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                        xw_row, (jl + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
+                        xw_row, (jb + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
                     )
-                    jl = _next_block(jl, a, m)
-                    a_pf = ((a.to(tl.int64) * AHEAD) % m).to(tl.int32)  # AHEAD steps of the order
+                    jl = jc  # the next block to load
+                    a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
                     fin = row * 0
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     while fin == 0:
                         (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp, count,
                          cur, fin, acc) = _warp_step(
-                            a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, m, first, lo, hi,
-                            i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k,
-                            scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z,
+                            a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
+                            lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
+                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
+                            SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
+                            SAMPLE_Z,
                         )  # fmt: skip
                         if fin == 0:
-                            (b0, b1, b2, b3, b4, b5, b6, b7, ja, jl, i, wc32, tk, ti, tva, tvp,
+                            (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
                              count, cur, fin, acc) = _warp_step(
-                                b0, b1, b2, b3, b4, b5, b6, b7, xw_row, ja, jl, a, m, first, lo,
-                                hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                                scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
+                                b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
+                                lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
+                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
                                 KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
                                 PROFILE, SAMPLE_Z,
                             )  # fmt: skip
@@ -1285,7 +1317,7 @@ def deepselect_rows_kernel(
                         )
                     for i in range(0, nblk):
                         blk_start = (ja + first) * B
-                        jd = _next_block(jc, a, m)
+                        jd = _next_block(jc, ja, i + 3, a, mm, nblk, p)
                         if PROFILE:
                             t0 = _clock(count)
                             c_before = count
