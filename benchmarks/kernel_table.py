@@ -21,7 +21,7 @@ import sys
 
 import torch
 
-from deepselect import bench
+from deepselect import bench, reference
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
@@ -117,6 +117,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
         return dataclasses.replace(cfg, ballot=False)
+    if re.fullmatch(r"z\d+", part):
+        return dataclasses.replace(cfg, sample_z=float(part[1:]))
     raise ValueError(f"unknown variant {part!r}")
 
 
@@ -134,7 +136,8 @@ def main() -> None:
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
-        "sample's rank), noballot (hits always placed with a shuffle scan); "
+        "sample's rank), noballot (hits always placed with a shuffle scan), zN (the "
+        "sample's rank N standard deviations above its mean, not 5); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
@@ -179,6 +182,7 @@ def main() -> None:
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("" if cfg.ballot else "/nob")
+                + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):
