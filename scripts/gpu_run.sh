@@ -19,6 +19,7 @@ OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/deepselect-triton-cache}
 mode=${1:-quick}
+tests_rc=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 if [ "${PROFILE:-0}" = 1 ]; then
@@ -49,6 +50,7 @@ fi
 if [ "${TESTS:-tests}" = none ]; then :; else
 # the shards' files stay on the machine (few files come back); their logs in one file
 OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-functions} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+tests_rc=$?
 cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 fi
 if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
@@ -59,3 +61,4 @@ if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in
 fi
 echo "==== table"; [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
 [ -f "$OUT/short.txt" ] && cat "$OUT/short.txt"
+exit $tests_rc  # the tests' status (0 when none ran), not whether a table was asked for
