@@ -14,9 +14,9 @@ from deepselect.options import Order, TopkOptions
 from deepselect.oracle import oracle_topk
 from deepselect.reference import (
     BLOCK_ORDERS,
+    block_at,
     block_permutation,
     block_stride,
-    ends_first_block,
     radix_select,
     reference_topk,
     sample_blocks,
@@ -276,7 +276,7 @@ def test_block_stride_has_no_near_periodic_runs(m):
 
 @pytest.mark.parametrize("s", [0, 1, 4])
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 63, 64, 65, 256, 1000])
-def test_ends_first_order_is_a_permutation_with_the_ends_after_the_sample(m, s):
+def test_block_order_is_a_permutation_with_the_ends_after_the_sample(m, s):
     """The kernels' block order: every block once, the first s (or all middle blocks, if
     fewer) from the middle, then the last and the first block, so that on a monotone
     row (either direction) the best block comes right after the sample."""
@@ -284,7 +284,7 @@ def test_ends_first_order_is_a_permutation_with_the_ends_after_the_sample(m, s):
     a = block_stride(mid)
     p = max(min(s, m - 2), 0)
     for c in range(0, mid, max(1, mid // 16)):
-        order = [ends_first_block(i, m, a, c, s) for i in range(m)]
+        order = [block_at(i, m, a, c, s) for i in range(m)]
         assert sorted(order) == list(range(m))
         assert all(0 < b < m - 1 for b in order[:p])
         assert order[p : p + 2] == [m - 1, 0][: min(m, 2)]

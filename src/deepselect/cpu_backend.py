@@ -48,7 +48,7 @@ from .options import Order, TopkOptions
 # the kernels' block-order multiplier, compiled from the reference's definition
 register_jitable(reference._largest_quotient)
 _block_stride = njit(cache=True, nogil=True)(reference.block_stride)
-_block_at = njit(cache=True, nogil=True)(reference.ends_first_block)
+_block_at = njit(cache=True, nogil=True)(reference.block_at)
 # where the threshold starts: a bound from the first candidates
 _sample_rank = njit(cache=True, nogil=True)(reference.sample_rank)
 _sample_blocks = njit(cache=True, nogil=True)(reference.sample_blocks)
@@ -315,7 +315,7 @@ def _radix_pass_all(keys, perm, tmp, hist, bits, n):
 @njit(cache=True, nogil=True)
 def _order_params(seed, row, seg, m):
     """Multiplier a (:func:`deepselect.reference.block_stride`) and hashed shift c of
-    the middle blocks' order in :func:`deepselect.reference.ends_first_block`."""
+    the middle blocks' order in :func:`deepselect.reference.block_at`."""
     m = max(m - 2, 1)
     h = np.uint64(seed) ^ (np.uint64(row) * np.uint64(0x9E3779B97F4A7C15))
     h ^= np.uint64(seg) * np.uint64(0xC2B2AE3D27D4EB4F)

@@ -153,7 +153,7 @@ def block_stride(m: int) -> int:
     return best_a
 
 
-def ends_first_block(i: int, m: int, a: int, c: int, s: int = 0) -> int:
+def block_at(i: int, m: int, a: int, c: int, s: int = 0) -> int:
     """The ``i``-th block of an order of ``m`` blocks that visits ``s`` middle blocks,
     then the last block, the first, and then the other middle blocks: the middle
     blocks ``1 .. m-2`` in the stride order ``1 + (a*t + c) mod (m - 2)`` (``a =
@@ -170,9 +170,9 @@ def ends_first_block(i: int, m: int, a: int, c: int, s: int = 0) -> int:
     blocks only if the ends are not in it (on a monotone row the last block alone holds
     the whole top k; among ties the first block holds the lowest indices).
 
-    >>> [ends_first_block(i, 6, block_stride(4), 2) for i in range(6)]
+    >>> [block_at(i, 6, block_stride(4), 2) for i in range(6)]
     [5, 0, 3, 4, 1, 2]
-    >>> [ends_first_block(i, 6, block_stride(4), 2, s=1) for i in range(6)]
+    >>> [block_at(i, 6, block_stride(4), 2, s=1) for i in range(6)]
     [3, 5, 0, 4, 1, 2]
     """
     p = max(min(s, m - 2), 0)
@@ -185,7 +185,7 @@ def ends_first_block(i: int, m: int, a: int, c: int, s: int = 0) -> int:
 
 
 def sample_blocks(first: int, block: int) -> int:
-    """Blocks of the order before its ends (:func:`ends_first_block`'s ``s``) for a
+    """Blocks of the order before its ends (:func:`block_at`'s ``s``) for a
     first compaction at ``first`` candidates: a threshold of -inf makes every element
     of a block a candidate, so ``ceil(first / block)`` middle blocks hold the sample."""
     return -(-first // block)

@@ -7,7 +7,7 @@ row kernel → output. Launch configuration lives in :mod:`deepselect.triton_bac
 How one program selects a row ``[lo, hi)``:
 
 1. Blocks of ``B`` elements, aligned to multiples of ``B`` from the row start, are
-   visited in a data-independent order (``reference.ends_first_block``): the middle
+   visited in a data-independent order (``reference.block_at``): the middle
    blocks ``1 + (a * t + c) mod (m - 2)`` with ``a`` near ``(m - 2) / phi^2`` without
    near-periodic runs (``reference.block_stride``), ``c`` hashed from a fixed seed and
    the row number, and the last and the first block right after the ``CAP / B``
@@ -929,14 +929,14 @@ def _clock32(dep):
 @triton.jit
 def _next_mid(j, a, mm):
     """The middle block after ``j`` in the order ``1 + (a * t + c) mod mm`` of the
-    blocks ``1 .. mm`` (``0 <= a < mm``; see ``reference.ends_first_block``)."""
+    blocks ``1 .. mm`` (``0 <= a < mm``; see ``reference.block_at``)."""
     j = j + a
     return tl.where(j > mm, j - mm, j)
 
 
 @triton.jit
 def _block_at(q, m, a, c, p):
-    """Block ``q`` of a row's ``m`` (:func:`reference.ends_first_block` with the ends at
+    """Block ``q`` of a row's ``m`` (:func:`reference.block_at` with the ends at
     ``p``; ``c < mm = max(m - 2, 1)``, ``a < mm``)."""
     mm = tl.maximum(m - 2, 1)
     t = tl.where(q < p, q, q - 2)
@@ -1205,7 +1205,7 @@ def deepselect_rows_kernel(
             hi = lo + N
         first = lo // B
         nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
-        # data-independent block order (reference.ends_first_block): the middle blocks
+        # data-independent block order (reference.block_at): the middle blocks
         # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
         # at p and p + 1, right after the sample of the first compaction (a region
         # fills within CAP / B blocks while every element is a candidate)
