@@ -117,6 +117,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
         return dataclasses.replace(cfg, ballot=False)
+    if re.fullmatch(r"sa\d+", part):
+        return dataclasses.replace(cfg, sample_at=int(part[2:]))
     if re.fullmatch(r"z\d+", part):
         return dataclasses.replace(cfg, sample_z=float(part[1:]))
     raise ValueError(f"unknown variant {part!r}")
@@ -137,7 +139,8 @@ def main() -> None:
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), zN (the "
-        "sample's rank N standard deviations above its mean, not 5); "
+        "sample's rank N standard deviations above its mean, not 5), saN (one more "
+        "compaction after N blocks, to that sample's rank); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
@@ -183,6 +186,7 @@ def main() -> None:
                 + ("" if cfg.sample else "/nosb")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
+                + (f"/sa{cfg.sample_at}" if cfg.sample_at else "")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

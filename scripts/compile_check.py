@@ -50,6 +50,7 @@ def compile_rows_kernel(
     ahead=None,
     sample=True,
     programs=None,
+    sample_at=0,
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
@@ -66,6 +67,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, ahead=ahead)
     if not sample:
         cfg = dataclasses.replace(cfg, sample=False)
+    if sample_at:
+        cfg = dataclasses.replace(cfg, sample_at=sample_at)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -199,6 +202,12 @@ def main() -> None:
         "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
     )
     p.add_argument(
+        "--sample-at",
+        type=int,
+        default=0,
+        help="a second sample compaction after this many blocks (LaunchConfig.sample_at)",
+    )
+    p.add_argument(
         "--short",
         default=None,
         metavar="ROWSxN",
@@ -239,6 +248,7 @@ def main() -> None:
                     ahead=a.ahead,
                     sample=not a.no_sample,
                     programs=a.programs,
+                    sample_at=a.sample_at,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -19,7 +19,7 @@ from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
 from deepselect.keys import from_keys, to_keys
 from deepselect.options import Order
-from deepselect.reference import block_stride, sample_rank
+from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -42,7 +42,18 @@ def small_config(k: int, reg_search: bool = False, every: int = 1) -> LaunchConf
     )
 
 
-def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, sample=True, sample_z=None, **kw):
+def run_small(
+    x,
+    k,
+    grid=None,
+    seed=0,
+    reg_search=False,
+    every=1,
+    sample=True,
+    sample_z=None,
+    sample_at=0,
+    **kw,
+):
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
@@ -51,6 +62,7 @@ def run_small(x, k, grid=None, seed=0, reg_search=False, every=1, sample=True, s
     cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
+    cfg = dataclasses.replace(cfg, sample_at=sample_at)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -161,16 +173,18 @@ def test_public_api_backend_triton():
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
 
 
+@pytest.mark.parametrize("sample_at", [0, 12])
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-def test_sample_bound(kind, z):
+def test_sample_bound(kind, z, sample_at):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
-    every compaction keeps k."""
+    every compaction keeps k. sample_at: one more compaction after 12 of the 40
+    blocks, to the rank of that larger sample, and the row's ends after it."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z)
+    kw = dict(sample=z is not None, sample_z=z, sample_at=sample_at)
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -195,6 +209,38 @@ def test_first_kk_matches_the_reference():
         assert out.tolist() == want
         _first_kk_kernel[(1,)](seen, n, out, len(pairs), k, 1234, z)  # threshold set
         assert out.tolist() == [k] * len(pairs)
+
+
+@triton.jit
+def _order_kernel(out_ptr, m, a, c, p):
+    mm = tl.maximum(m - 2, 1)
+    j0 = K._block_at(m * 0, m, a, c, p)
+    j1 = K._block_at(m * 0 + 1, m, a, c, p)
+    j2 = K._block_at(m * 0 + 2, m, a, c, p)
+    tl.store(out_ptr, j0)
+    tl.store(out_ptr + 1, j1)
+    tl.store(out_ptr + 2, j2)
+    for q in range(3, m):  # block q from blocks q - 1 and q - 3, as the stream does
+        jn = K._next_block(j2, j0, q, a, mm, m, p)
+        j0 = j1
+        j1 = j2
+        j2 = jn
+        tl.store(out_ptr + q, jn)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 9, 40, 64])
+def test_block_order_matches_the_reference(m):
+    """The stream kernel's block order (the first three blocks directly, then each from
+    the one before, and the one after the ends from the block before them) is
+    reference.block_at, with the ends after the sample's blocks."""
+    mid = max(m - 2, 1)
+    a = block_stride(mid)
+    for s in (0, 1, 2, 4, 12):
+        p = max(min(s, m - 2), 0)
+        for c in {0, mid // 2, mid - 1}:
+            out = torch.full((max(m, 3),), -1, dtype=torch.int32, device=DEV)
+            _order_kernel[(1,)](out, m, a, c, p)
+            assert out[:m].tolist() == [block_at(i, m, a, c, s) for i in range(m)], (s, c)
 
 
 @triton.jit
@@ -382,6 +428,30 @@ def test_gpu_warp_private_stream(kind, dtype):
             oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
             run_triton(x, k, opt, ov, oi, config=cfg)
             assert_same_topk((ov, oi), oracle_topk(x, k, opt), order)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("w32", [False, True])
+@pytest.mark.parametrize("z", [5.0, -1e9])
+def test_gpu_second_sample(w32, z):
+    """LaunchConfig.sample_at on the GPU, in both loops: one more compaction after 8
+    blocks to that sample's rank (in the warp-private loop warp 0 asks for it and the
+    rank counts the blocks of the warp furthest ahead), the ends after it; z = -1e9
+    puts the bound above the k-th, so every row is selected again."""
+    rows, n, k = 24, 300_000, 512
+    g = torch.Generator(device="cuda").manual_seed(3)
+    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "ascending", "distinct2", "nan_hotspots"):
+        x = make(kind, rows, n, torch.bfloat16, "cuda", seed=8)
+        cfg = dataclasses.replace(
+            launch_config(x.dtype, k), w32=w32, w32_from=None, sample_at=8, sample_z=z
+        )
+        for window in ({}, {"begin": begin}):
+            opt = TopkOptions(order=Order.VALUE, **window)
+            ov = torch.empty((rows, k), dtype=x.dtype, device="cuda")
+            oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+            run_triton(x, k, opt, ov, oi, config=cfg)
+            assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
 
 
 @pytest.mark.gpu
