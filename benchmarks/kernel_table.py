@@ -117,6 +117,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
         return dataclasses.replace(cfg, ballot=False)
+    if re.fullmatch(r"tol\d+", part):
+        return dataclasses.replace(cfg, search_tol=int(part[3:]))
     if re.fullmatch(r"sa\d+", part):
         return dataclasses.replace(cfg, sample_at=int(part[2:]))
     if re.fullmatch(r"z\d+", part):
@@ -140,7 +142,8 @@ def main() -> None:
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), zN (the "
         "sample's rank N standard deviations above its mean, not 5), saN (one more "
-        "compaction after N blocks, to that sample's rank); "
+        "compaction after N blocks, to that sample's rank), tolN (a compaction before "
+        "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
     )
@@ -187,6 +190,7 @@ def main() -> None:
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/sa{cfg.sample_at}" if cfg.sample_at else "")
+                + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )
 
             def ours_fn(x, k=k, order=order, cfg=cfg):

@@ -51,6 +51,7 @@ def compile_rows_kernel(
     sample=True,
     programs=None,
     sample_at=0,
+    search_tol=0,
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
@@ -69,6 +70,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, sample=False)
     if sample_at:
         cfg = dataclasses.replace(cfg, sample_at=sample_at)
+    if search_tol:
+        cfg = dataclasses.replace(cfg, search_tol=search_tol)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -208,6 +211,12 @@ def main() -> None:
         help="a second sample compaction after this many blocks (LaunchConfig.sample_at)",
     )
     p.add_argument(
+        "--search-tol",
+        type=int,
+        default=0,
+        help="compactions before the last may keep k * (1 + 2^-N) (LaunchConfig.search_tol)",
+    )
+    p.add_argument(
         "--short",
         default=None,
         metavar="ROWSxN",
@@ -249,6 +258,7 @@ def main() -> None:
                     sample=not a.no_sample,
                     programs=a.programs,
                     sample_at=a.sample_at,
+                    search_tol=a.search_tol,
                 )
                 ptx = c.asm["ptx"]
                 print(

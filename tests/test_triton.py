@@ -52,6 +52,7 @@ def run_small(
     sample=True,
     sample_z=None,
     sample_at=0,
+    search_tol=0,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -62,7 +63,7 @@ def run_small(
     cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
-    cfg = dataclasses.replace(cfg, sample_at=sample_at)
+    cfg = dataclasses.replace(cfg, sample_at=sample_at, search_tol=search_tol)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -188,6 +189,23 @@ def test_sample_bound(kind, z, sample_at):
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
+
+
+@pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "tiny"])
+@pytest.mark.parametrize("tol", [1, 3])
+def test_search_tolerance(kind, tol):
+    """LaunchConfig.search_tol: compactions before the last stop their key search once
+    at most kk * (1 + 2^-tol) candidates lie at or above the key, keep all of them, and
+    the threshold follows that key; the final compaction stays exact. With and without
+    the sample, a second sample compaction and windows."""
+    x = make(kind, 3, 5000, torch.float32, DEV, seed=23)
+    begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
+    for kw in (dict(), dict(sample=False), dict(sample_at=12)):
+        check_small(x, 40, reg_search=True, search_tol=tol, **kw)
+        check_small(
+            x, 40, reg_search=True, search_tol=tol, largest=False, order=Order.VALUE,
+            begin=begin, end=end, **kw,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -432,26 +450,35 @@ def test_gpu_warp_private_stream(kind, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("w32", [False, True])
-@pytest.mark.parametrize("z", [5.0, -1e9])
-def test_gpu_second_sample(w32, z):
-    """LaunchConfig.sample_at on the GPU, in both loops: one more compaction after 8
-    blocks to that sample's rank (in the warp-private loop warp 0 asks for it and the
-    rank counts the blocks of the warp furthest ahead), the ends after it; z = -1e9
-    puts the bound above the k-th, so every row is selected again."""
+@pytest.mark.parametrize(
+    "variant",
+    [
+        dict(sample_at=8),
+        dict(sample_at=8, sample_z=-1e9),
+        dict(search_tol=3),
+        dict(sample_at=8, search_tol=3),
+    ],
+    ids=["sa8", "sa8-always-again", "tol3", "sa8-tol3"],
+)
+def test_gpu_second_sample_and_search_tolerance(w32, variant):
+    """LaunchConfig.sample_at and search_tol on the GPU, in both loops: one more
+    compaction after 8 blocks to that sample's rank (in the warp-private loop warp 0
+    asks for it and the rank counts the blocks of the warp furthest ahead), the ends
+    after it; sample_z = -1e9 puts the bound above the k-th, so every row is selected
+    again; search_tol lets compactions before the last keep up to k * 9/8."""
     rows, n, k = 24, 300_000, 512
     g = torch.Generator(device="cuda").manual_seed(3)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     for kind in ("normal", "ascending", "distinct2", "nan_hotspots"):
-        x = make(kind, rows, n, torch.bfloat16, "cuda", seed=8)
-        cfg = dataclasses.replace(
-            launch_config(x.dtype, k), w32=w32, w32_from=None, sample_at=8, sample_z=z
-        )
-        for window in ({}, {"begin": begin}):
-            opt = TopkOptions(order=Order.VALUE, **window)
-            ov = torch.empty((rows, k), dtype=x.dtype, device="cuda")
-            oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
-            run_triton(x, k, opt, ov, oi, config=cfg)
-            assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+        for dtype in (torch.bfloat16, torch.float32):
+            x = make(kind, rows, n, dtype, "cuda", seed=8)
+            cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None, **variant)
+            for window in ({}, {"begin": begin}):
+                opt = TopkOptions(order=Order.VALUE, **window)
+                ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+                oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+                run_triton(x, k, opt, ov, oi, config=cfg)
+                assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
 
 
 @pytest.mark.gpu

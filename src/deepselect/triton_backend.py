@@ -74,6 +74,10 @@ class LaunchConfig:
        compaction, to the sample rank of the blocks seen so far (a larger sample,
        a threshold nearer the k-th), with the row's ends after it
        (``reference.block_at``); for A/B timing.
+    search_tol: with ``reg_search``, a compaction before the last may stop its key
+       search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
+       the key (all of them survive; the threshold is then that much looser): fewer
+       search steps, most on 32-bit keys. 0: exact; for A/B timing.
     ballot: the filter places a block's hits with a ballot where no lane has two
        (:func:`triton_kernels.filter_asm`), else with a shuffle scan; False: always
        the shuffle scan (for A/B timing).
@@ -100,6 +104,7 @@ class LaunchConfig:
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_at: int = 0
+    search_tol: int = 0
     ballot: bool = True
 
 
@@ -160,6 +165,7 @@ def kernel_constants(
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_AT=cfg.sample_at,
         ENDS_AT=ends_at(cfg),
+        SEARCH_TOL=cfg.search_tol,
     )
 
 

@@ -704,6 +704,7 @@ def _compact(
     kk,
     slack,
     lo_key,
+    tol,
     CAP: tl.constexpr,
     CH: tl.constexpr,
     NP: tl.constexpr,
@@ -719,7 +720,9 @@ def _compact(
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
     otherwise exactly the lowest-index ones needed (a second search, over the tied
-    indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything."""
+    indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything.
+    ``tol > 0`` (at most ``slack``; REG_SEARCH): the bisection may stop at a key P
+    with between kk and kk + tol candidates at or above it, all of which survive."""
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
     offs = tl.arange(0, CH)
@@ -739,8 +742,11 @@ def _compact(
             hi = tl.max(keys, axis=0)
             while pk < hi:  # invariant: at least kk candidates have key >= pk
                 mid = pk + (hi - pk) // 2 + 1
-                if tl.sum((keys >= mid).to(tl.int32), axis=0) >= kk:
+                c = tl.sum((keys >= mid).to(tl.int32), axis=0)
+                if c >= kk:
                     pk = mid
+                    if (tol > 0) & (c <= kk + tol):  # close enough: done
+                        hi = mid
                 else:
                     hi = mid - 1
         else:
@@ -828,6 +834,7 @@ def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n, i, p,
     B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
     REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
+    SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
     into the other, with each warp's count ``wcount``; the final one (slack 0) once
@@ -855,9 +862,13 @@ def _meet(
     kk = tl.where(fin != 0, k, kk)
     tk0 = tk
     ti0 = ti
+    slack = tl.where(fin != 0, 0, B2 // 2)
+    tol = slack * 0
+    if SEARCH_TOL > 0:  # a compaction before the last may keep up to kk * (1 + 2^-TOL)
+        tol = tl.minimum(kk >> SEARCH_TOL, slack)
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
-        total, kk, tl.where(fin != 0, 0, B2 // 2), tk, CAP, CH, NP, REG_SEARCH,
+        total, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
     if SAMPLE_AT > 0:  # no more candidates than the rank: all kept, the threshold too
         keep = (fin == 0) & (total <= kk)
@@ -987,6 +998,7 @@ def _warp_step(
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
+    SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
@@ -1043,6 +1055,7 @@ def _warp_step(
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
             k, B2, tk, ti, sample_n, i, p, B, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SAMPLE_AT,
+            SEARCH_TOL,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1064,7 +1077,7 @@ def _acc(acc, filt, meet, meets, hits, hit_blocks):
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
 def _publish_and_compact(
-    wcnt, rc, count, cur, kk, slack, tk, scr_k, scr_i, cnt_ptr,
+    wcnt, rc, count, cur, kk, slack, tk, tol, scr_k, scr_i, cnt_ptr,
     USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
 ):  # fmt: skip
@@ -1079,7 +1092,7 @@ def _publish_and_compact(
     tl.debug_barrier()
     return _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-        cnt_ptr, count, kk, slack, tk, CAP, CH, NP, REG_SEARCH,
+        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
 
 
@@ -1089,6 +1102,7 @@ def _check(
     USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
     NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
+    SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
@@ -1119,8 +1133,11 @@ def _check(
         if PROFILE:
             pc -= _clock(tot)
         kk = tl.minimum(_first_kk(count, k, sample_n, ti, SAMPLE_Z), kk2)
+        tol = kk * 0
+        if SEARCH_TOL > 0:  # may keep up to kk * (1 + 2^-TOL) (see _compact)
+            tol = tl.minimum(kk >> SEARCH_TOL, B2 // 2)
         tk, ti, count = _publish_and_compact(
-            wcnt, rc, count, cur, kk, B2 // 2, tk, scr_k, scr_i, cnt_ptr,
+            wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
             USE_ASM, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         cur = CAP - cur
@@ -1185,6 +1202,7 @@ def deepselect_rows_kernel(
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_AT: tl.constexpr = 0,
     ENDS_AT: tl.constexpr = 0,
+    SEARCH_TOL: tl.constexpr = 0,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -1317,7 +1335,7 @@ def deepselect_rows_kernel(
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
                             SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                            SAMPLE_Z, SAMPLE_AT,
+                            SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
@@ -1326,7 +1344,7 @@ def deepselect_rows_kernel(
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
                                 cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
                                 KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
-                                PROFILE, SAMPLE_Z, SAMPLE_AT,
+                                PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1395,7 +1413,7 @@ def deepselect_rows_kernel(
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                                 sample_n, tl.cast(i, tl.int32) + 1, USE_ASM, B, CAP, CH, NP,
-                                REG_SEARCH, CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT,
+                                REG_SEARCH, CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -1404,7 +1422,7 @@ def deepselect_rows_kernel(
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                                     sample_n, done, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
-                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT,
+                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
@@ -1414,7 +1432,7 @@ def deepselect_rows_kernel(
                     if PROFILE:
                         t2 = _clock(count)
                     tk, ti, count = _publish_and_compact(
-                        wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr,
+                        wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
                         USE_ASM, CAP, CH, NP, REG_SEARCH,
                     )  # fmt: skip
                 # fewer than k at or above the sample's bound: again without it
