@@ -829,6 +829,17 @@ def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
     return tl.where(ti == 0x7FFFFFFF, _sample_kk(seen, k, sample_n, SAMPLE_Z), k)
 
 
+@triton.jit
+def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
+    """How far past ``kk`` candidates a compaction's key search may stop (see
+    :func:`_compact`): ``kk >> SEARCH_TOL``, at most the slack; 0 (exact) when
+    SEARCH_TOL is 0 or there is no slack (the final compaction)."""
+    tol = slack * 0
+    if SEARCH_TOL > 0:
+        tol = tl.minimum(kk >> SEARCH_TOL, slack)
+    return tol
+
+
 @triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
 def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n, i, p,
@@ -863,12 +874,9 @@ def _meet(
     tk0 = tk
     ti0 = ti
     slack = tl.where(fin != 0, 0, B2 // 2)
-    tol = slack * 0
-    if SEARCH_TOL > 0:  # a compaction before the last may keep up to kk * (1 + 2^-TOL)
-        tol = tl.minimum(kk >> SEARCH_TOL, slack)
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
-        total, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH,
+        total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
     if SAMPLE_AT > 0:  # no more candidates than the rank: all kept, the threshold too
         keep = (fin == 0) & (total <= kk)
@@ -1133,9 +1141,7 @@ def _check(
         if PROFILE:
             pc -= _clock(tot)
         kk = tl.minimum(_first_kk(count, k, sample_n, ti, SAMPLE_Z), kk2)
-        tol = kk * 0
-        if SEARCH_TOL > 0:  # may keep up to kk * (1 + 2^-TOL) (see _compact)
-            tol = tl.minimum(kk >> SEARCH_TOL, B2 // 2)
+        tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
             USE_ASM, CAP, CH, NP, REG_SEARCH,
