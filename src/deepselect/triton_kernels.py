@@ -10,8 +10,9 @@ How one program selects a row ``[lo, hi)``:
    visited in a data-independent order (``reference.block_at``): the middle
    blocks ``1 + (a * t + c) mod (m - 2)`` with ``a`` near ``(m - 2) / phi^2`` without
    near-periodic runs (``reference.block_stride``), ``c`` hashed from a fixed seed and
-   the row number, and the last and the first block right after the ``CAP / B``
-   middle blocks that hold the first compaction's sample.
+   the row number, and the last and the first block right after the ENDS_AT middle
+   blocks that hold the samples the threshold starts from (``CAP / B``, the first
+   compaction's, unless ``sample_at`` asks for a later one; ``triton_backend.ends_at``).
 2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
    each block. Elements that beat it are appended to a candidate buffer in global
    memory (this program's scratch, L2-resident), split into NREG regions: warp w
@@ -1271,8 +1272,8 @@ def deepselect_rows_kernel(
         nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
         # data-independent block order (reference.block_at): the middle blocks
         # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
-        # at p and p + 1, right after the sample of the first compaction (a region
-        # fills within CAP / B blocks while every element is a candidate)
+        # at p and p + 1, right after the samples' ENDS_AT blocks (a region fills
+        # within CAP / B blocks while every element is a candidate; see ends_at)
         m = tl.maximum(nblk, 1)
         mm = tl.maximum(m - 2, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
