@@ -119,8 +119,6 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ballot=False)
     if re.fullmatch(r"tol\d+", part):
         return dataclasses.replace(cfg, search_tol=int(part[3:]))
-    if re.fullmatch(r"sa\d+", part):
-        return dataclasses.replace(cfg, sample_at=int(part[2:]))
     if re.fullmatch(r"z\d+", part):
         return dataclasses.replace(cfg, sample_z=float(part[1:]))
     raise ValueError(f"unknown variant {part!r}")
@@ -141,8 +139,7 @@ def main() -> None:
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), zN (the "
-        "sample's rank N standard deviations above its mean, not 5), saN (one more "
-        "compaction after N blocks, to that sample's rank), tolN (a compaction before "
+        "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
         "'all' = default,other,check2",
@@ -189,7 +186,6 @@ def main() -> None:
                 + ("" if cfg.sample else "/nosb")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
-                + (f"/sa{cfg.sample_at}" if cfg.sample_at else "")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )
 

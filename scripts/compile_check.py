@@ -50,7 +50,6 @@ def compile_rows_kernel(
     ahead=None,
     sample=True,
     programs=None,
-    sample_at=0,
     search_tol=0,
 ):
     cfg = launch_config(dtype, k)
@@ -68,8 +67,6 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, ahead=ahead)
     if not sample:
         cfg = dataclasses.replace(cfg, sample=False)
-    if sample_at:
-        cfg = dataclasses.replace(cfg, sample_at=sample_at)
     if search_tol:
         cfg = dataclasses.replace(cfg, search_tol=search_tol)
     bits = 16 if dtype != torch.float32 else 32
@@ -205,12 +202,6 @@ def main() -> None:
         "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
     )
     p.add_argument(
-        "--sample-at",
-        type=int,
-        default=0,
-        help="a second sample compaction after this many blocks (LaunchConfig.sample_at)",
-    )
-    p.add_argument(
         "--search-tol",
         type=int,
         default=0,
@@ -257,7 +248,6 @@ def main() -> None:
                     ahead=a.ahead,
                     sample=not a.no_sample,
                     programs=a.programs,
-                    sample_at=a.sample_at,
                     search_tol=a.search_tol,
                 )
                 ptx = c.asm["ptx"]

@@ -58,13 +58,6 @@ def test_stream_kernel_warp_private_builds_without_spills():
         assert spills(line) == 0, line
 
 
-def test_stream_kernel_second_sample_builds_without_spills():
-    """The warp-private loop with LaunchConfig.sample_at (warp 0 asks for one more
-    compaction; each warp publishes its progress at the meeting), bf16."""
-    (line,) = compile_check("--dtype", "bf16", "--w32", "--order", "none", "--sample-at", "8")
-    assert spills(line) == 0, line
-
-
 def test_stream_kernel_block_synchronous_builds_without_spills():
     """The block-synchronous loop (shorter rows) with the sorted output, fp32: the
     sampler's shape."""

@@ -51,7 +51,6 @@ def run_small(
     every=1,
     sample=True,
     sample_z=None,
-    sample_at=0,
     search_tol=0,
     **kw,
 ):
@@ -63,7 +62,7 @@ def run_small(
     cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
-    cfg = dataclasses.replace(cfg, sample_at=sample_at, search_tol=search_tol)
+    cfg = dataclasses.replace(cfg, search_tol=search_tol)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -175,16 +174,15 @@ def test_public_api_backend_triton():
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
-@pytest.mark.parametrize("z, sample_at", [(5.0, 0), (-1e9, 0), (None, 0), (5.0, 12), (-1e9, 12)])
-def test_sample_bound(kind, z, sample_at):
+@pytest.mark.parametrize("z", [5.0, -1e9, None])
+def test_sample_bound(kind, z):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
-    every compaction keeps k. sample_at: one more compaction after 12 of the 40
-    blocks, to the rank of that larger sample, and the row's ends after it."""
+    every compaction keeps k."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z, sample_at=sample_at)
+    kw = dict(sample=z is not None, sample_z=z)
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -197,10 +195,10 @@ def test_search_tolerance(kind, tol):
     """LaunchConfig.search_tol: compactions before the last stop their key search once
     at most kk * (1 + 2^-tol) candidates lie at or above the key, keep all of them, and
     the threshold follows that key; the final compaction stays exact. With and without
-    the sample, a second sample compaction and windows."""
+    the sample and windows."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=23)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
-    for kw in (dict(), dict(sample=False), dict(sample_at=12)):
+    for kw in (dict(), dict(sample=False)):
         check_small(x, 40, reg_search=True, search_tol=tol, **kw)
         check_small(
             x, 40, reg_search=True, search_tol=tol, largest=False, order=Order.VALUE,
@@ -452,20 +450,13 @@ def test_gpu_warp_private_stream(kind, dtype):
 @pytest.mark.parametrize("w32", [False, True])
 @pytest.mark.parametrize(
     "variant",
-    [
-        dict(sample_at=8),
-        dict(sample_at=8, sample_z=-1e9),
-        dict(search_tol=3),
-        dict(sample_at=8, search_tol=3),
-    ],
-    ids=["sa8", "sa8-always-again", "tol3", "sa8-tol3"],
+    [dict(search_tol=3), dict(search_tol=3, sample_z=-1e9)],
+    ids=["tol3", "tol3-always-again"],
 )
-def test_gpu_second_sample_and_search_tolerance(w32, variant):
-    """LaunchConfig.sample_at and search_tol on the GPU, in both loops: one more
-    compaction after 8 blocks to that sample's rank (in the warp-private loop warp 0
-    asks for it and the rank counts the blocks of the warp furthest ahead), the ends
-    after it; sample_z = -1e9 puts the bound above the k-th, so every row is selected
-    again; search_tol lets compactions before the last keep up to k * 9/8."""
+def test_gpu_search_tolerance(w32, variant):
+    """LaunchConfig.search_tol on the GPU, in both loops: compactions before the last
+    keep up to k * 9/8; sample_z = -1e9 puts the first bound above the k-th, so every
+    row is selected again."""
     rows, n, k = 24, 300_000, 512
     g = torch.Generator(device="cuda").manual_seed(3)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)

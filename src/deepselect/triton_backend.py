@@ -70,10 +70,7 @@ class LaunchConfig:
        it. Fewer hits and compactions: timed on an H200 (benchmarks/RESULTS.md), bf16
        4096 x 1M 19% faster, fp32 4096 x 129,280 sorted 19%, 256-row shapes 7-12%.
        ``sample_z``: the rank's margin (a negative one forces the second selection,
-       for tests). ``sample_at`` (0: off): after that many blocks one more
-       compaction, to the sample rank of the blocks seen so far (a larger sample,
-       a threshold nearer the k-th), with the row's ends after it
-       (``reference.block_at``); for A/B timing.
+       for tests).
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -103,7 +100,6 @@ class LaunchConfig:
     ahead: int = 4
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
-    sample_at: int = 0
     search_tol: int = 0
     ballot: bool = True
 
@@ -163,19 +159,8 @@ def kernel_constants(
         AHEAD=cfg.ahead,
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
-        SAMPLE_AT=cfg.sample_at,
-        ENDS_AT=ends_at(cfg),
         SEARCH_TOL=cfg.search_tol,
     )
-
-
-def ends_at(cfg: LaunchConfig) -> int:
-    """Blocks of the order before the row's ends (``reference.block_at``'s ``s``): the
-    first compaction's sample (a region fills within CAP / B blocks while every element
-    is a candidate) and, with ``sample_at``, the second one's, with room for warps
-    that stream ahead of the one that asks for it."""
-    s = cfg.CAP // cfg.B
-    return max(s, cfg.sample_at + 4) if cfg.sample_at > 0 else s
 
 
 def occupancy_variant(cfg: LaunchConfig, programs_per_sm: int) -> LaunchConfig:
@@ -372,7 +357,7 @@ def run_triton(
     dev = x.device
     scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_n = torch.empty((grid, 2 * K.NREG.value), dtype=torch.int32, device=dev)
+    scratch_n = torch.empty((grid, K.NREG.value), dtype=torch.int32, device=dev)
     has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw

@@ -10,9 +10,9 @@ How one program selects a row ``[lo, hi)``:
    visited in a data-independent order (``reference.block_at``): the middle
    blocks ``1 + (a * t + c) mod (m - 2)`` with ``a`` near ``(m - 2) / phi^2`` without
    near-periodic runs (``reference.block_stride``), ``c`` hashed from a fixed seed and
-   the row number, and the last and the first block right after the ENDS_AT middle
-   blocks that hold the samples the threshold starts from (``CAP / B``, the first
-   compaction's, unless ``sample_at`` asks for a later one; ``triton_backend.ends_at``).
+   the row number, and the last and the first block right after the ``CAP / B``
+   middle blocks that hold the first compaction's sample, which the threshold starts
+   from.
 2. A threshold ``T = (key, index)`` — the k-th best so far, ``-inf`` at first — filters
    each block. Elements that beat it are appended to a candidate buffer in global
    memory (this program's scratch, L2-resident), split into NREG regions: warp w
@@ -811,23 +811,16 @@ def _compact(
 
 
 @triton.jit
-def _sample_kk(seen, k, sample_n, SAMPLE_Z: tl.constexpr):
-    """k, or, when ``sample_n > 0`` (the row's length), the rank of
-    :func:`reference.sample_rank` for ``seen`` elements of the row (where that is lower
-    than k): the candidates then hold every seen element at or above the threshold."""
+def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
+    """How many candidates a compaction keeps: k, or, when ``sample_n > 0`` (the row's
+    length) and the threshold is not yet set (index ``ti`` still the initial one), the
+    rank of :func:`reference.sample_rank` among the ``seen`` candidates, a sample of
+    the row (where that is lower than k)."""
     lam = seen.to(tl.float64) * k / tl.maximum(sample_n, 1).to(tl.float64)
     # clamped before the conversion (no overflow for any margin; the same rank)
     x = tl.minimum(tl.maximum(lam + SAMPLE_Z * tl.sqrt(lam), -SAMPLE_PAD - 1.0), k * 1.0)
     r = tl.maximum(x.to(tl.int32) + SAMPLE_PAD, 1)
-    return tl.where((sample_n > 0) & (r < k), r, k)
-
-
-@triton.jit
-def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
-    """How many candidates a compaction keeps: k, or, while the threshold is not yet
-    set (index ``ti`` still the initial one), :func:`_sample_kk` of the ``seen``
-    candidates (every element seen so far)."""
-    return tl.where(ti == 0x7FFFFFFF, _sample_kk(seen, k, sample_n, SAMPLE_Z), k)
+    return tl.where((sample_n > 0) & (ti == 0x7FFFFFFF) & (r < k), r, k)
 
 
 @triton.jit
@@ -843,46 +836,27 @@ def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
 
 @triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
 def _meet(
-    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n, i, p,
-    B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
-    SEARCH_TOL: tl.constexpr,
+    scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
+    CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
     into the other, with each warp's count ``wcount``; the final one (slack 0) once
     every warp is done. ``done``: this warp has filtered all its blocks. Returns the
     threshold, the count, the half to append to (after the final compaction: the
     half it read, as the output expects) and whether this was the final one.
-    ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`; with
-    SAMPLE_AT, while no warp has passed its ``i``-th block beyond ``p`` (the row's
-    ends), the sample rank of the blocks seen (at most the most any warp filtered)."""
+    ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
     z32 = tl.zeros([32], tl.int32)
     tl.debug_barrier()  # every warp is here: its appends and its done byte are in
     d0, d1, wanted, _ = _sync_read(z32)
     fin = _poll(z32, 0, d0, d1, wanted) >> 1  # the same in every warp
-    if SAMPLE_AT > 0:  # each warp's progress beside its count (the same barrier)
-        tl.inline_asm_elementwise(
-            PUBLISH_ASM, "=r,r,l", [z32 + i, cnt_ptr + NREG + z32],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
     total = _publish32(z32 + wcount, cnt_ptr)
-    kk = _first_kk(total, k, sample_n, ti, SAMPLE_Z)
-    if SAMPLE_AT > 0:
-        imax = tl.max(tl.load(cnt_ptr + NREG + tl.arange(0, NREG)), axis=0)
-        kk2 = _sample_kk(imax * B, k, tl.where(imax <= p, sample_n, 0), SAMPLE_Z)
-        kk = tl.minimum(kk, kk2)
-    kk = tl.where(fin != 0, k, kk)
-    tk0 = tk
-    ti0 = ti
+    kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, ti, SAMPLE_Z))
     slack = tl.where(fin != 0, 0, B2 // 2)
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
         total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
-    if SAMPLE_AT > 0:  # no more candidates than the rank: all kept, the threshold too
-        keep = (fin == 0) & (total <= kk)
-        tk = tl.where(keep, tk0, tk)
-        ti = tl.where(keep, ti0, ti)
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
     tl.debug_barrier()  # the sync state is consistent before anyone polls
@@ -1006,8 +980,7 @@ def _warp_step(
     acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
-    SEARCH_TOL: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
@@ -1055,16 +1028,12 @@ def _warp_step(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
-    limit = wc32 * 0 + LIMIT
-    if SAMPLE_AT > 0:  # warp 0 asks for the second sample's compaction
-        limit = tl.where((warp32 == 0) & (i == SAMPLE_AT) & (sample_n > 0), -1, limit)
-    if _poll(wc32, limit, d0, d1, wanted) != 0:  # a compaction is wanted, or all done
+    if _poll(wc32, LIMIT, d0, d1, wanted) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, i, p, B, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SAMPLE_AT,
-            SEARCH_TOL,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SEARCH_TOL,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1107,18 +1076,15 @@ def _publish_and_compact(
 
 @triton.jit
 def _check(
-    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n, done,
+    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
     USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
     NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SAMPLE_AT: tl.constexpr,
-    SEARCH_TOL: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
     due, a compaction from half ``cur`` into the other. Returns the threshold, the
-    count, the half, both count forms and (PROFILE) the compaction's cycles. SAMPLE_AT:
-    after that many blocks (``done``) one more compaction, to the sample rank of the
-    blocks seen (:func:`_sample_kk`), where that leaves fewer candidates."""
+    count, the half, both count forms and (PROFILE) the compaction's cycles."""
     S: tl.constexpr = CAP // NREG
     LIMIT: tl.constexpr = S - CHECK_EVERY * (B // NREG)
     BIG: tl.constexpr = 1 << 24  # flags a full region in the sum
@@ -1132,16 +1098,10 @@ def _check(
         tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
     count = tot % BIG
     pc = tl.zeros([], tl.int64)
-    due = tot >= k + B2
-    kk2 = k
-    if SAMPLE_AT > 0:  # after SAMPLE_AT blocks (``done``): their sample's rank
-        if done == SAMPLE_AT:
-            kk2 = _sample_kk(done * B, k, sample_n, SAMPLE_Z)
-        due = due | (count > kk2)
-    if due:
+    if tot >= k + B2:
         if PROFILE:
             pc -= _clock(tot)
-        kk = tl.minimum(_first_kk(count, k, sample_n, ti, SAMPLE_Z), kk2)
+        kk = _first_kk(count, k, sample_n, ti, SAMPLE_Z)
         tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
@@ -1207,8 +1167,6 @@ def deepselect_rows_kernel(
     AHEAD: tl.constexpr = 0,
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
-    SAMPLE_AT: tl.constexpr = 0,
-    ENDS_AT: tl.constexpr = 0,
     SEARCH_TOL: tl.constexpr = 0,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
@@ -1221,11 +1179,9 @@ def deepselect_rows_kernel(
     x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
     when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
     scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
-    cand_cnt: ``[G, 2 * NREG]`` region counts (and, SAMPLE_AT, the warps' progress);
-    outputs ``[rows, k]`` with their row strides. See the module docstring. PAGED:
-    indices go out mapped through a page table (see :func:`_out_index`; the engine's
-    paged indexer top-k). SAMPLE_AT, ENDS_AT: see ``LaunchConfig.sample_at`` and
-    ``triton_backend.ends_at``.
+    cand_cnt: ``[G, NREG]`` region counts; outputs ``[rows, k]`` with their row
+    strides. See the module docstring. PAGED: indices go out mapped through a page
+    table (see :func:`_out_index`; the engine's paged indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
     into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
@@ -1236,7 +1192,7 @@ def deepselect_rows_kernel(
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
-    cnt_ptr = cand_cnt_ptr + pid * (2 * NREG)
+    cnt_ptr = cand_cnt_ptr + pid * NREG
     t256 = tl.arange(0, 256)
     warp = t256 // 32
     PER_WORD: tl.constexpr = 32 // KEY_BITS
@@ -1272,8 +1228,8 @@ def deepselect_rows_kernel(
         nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
         # data-independent block order (reference.block_at): the middle blocks
         # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
-        # at p and p + 1, right after the samples' ENDS_AT blocks (a region fills
-        # within CAP / B blocks while every element is a candidate; see ends_at)
+        # at p and p + 1, right after the first compaction's sample (a region
+        # fills within CAP / B blocks while every element is a candidate)
         m = tl.maximum(nblk, 1)
         mm = tl.maximum(m - 2, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
@@ -1291,9 +1247,9 @@ def deepselect_rows_kernel(
         # sample of the row, reference.sample_rank) rather than the k-th; if fewer
         # than k of the row reach that bound, the row is selected again without it;
         # only where the middle blocks before the ends hold the whole sample
-        p = tl.maximum(tl.minimum(m - 2, ENDS_AT), 0)
+        p = tl.maximum(tl.minimum(m - 2, CAP // B), 0)
         c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
-        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= ENDS_AT), hi - lo, 0)
+        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= CAP // B), hi - lo, 0)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
         cur = row * 0  # the scratch half holding the candidates: 0 or CAP
@@ -1342,7 +1298,7 @@ def deepselect_rows_kernel(
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
                             SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                            SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
+                            SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
@@ -1351,7 +1307,7 @@ def deepselect_rows_kernel(
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
                                 cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
                                 KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
-                                PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
+                                PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1419,8 +1375,8 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                sample_n, tl.cast(i, tl.int32) + 1, USE_ASM, B, CAP, CH, NP,
-                                REG_SEARCH, CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
+                                sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
+                                PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -1428,8 +1384,8 @@ def deepselect_rows_kernel(
                             if (done % CHECK_EVERY == 0) | (done == nblk):
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    sample_n, done, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
-                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SAMPLE_AT, SEARCH_TOL,
+                                    sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
+                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
