@@ -6,8 +6,10 @@ Two figures, one run:
   4096) over lengths 8K, 128K and 1M, k in {512, 2048}, fp32 and bf16. For each shape:
   ``deepselect.topk_rows`` on the scores (``select``), ``indexer_topk`` plain / ragged /
   paged — the *transform's overhead* is their time over ``select`` in percent (target
-  <= 3 %) — and the plain-torch way: ``torch.topk`` of the length-masked scores, then a
-  gather through the page table (``torch_paged``; ``torch_topk`` is the bare top-k).
+  <= 3 %; the four are timed interleaved, round by round, and the overhead is the
+  median of the per-round ratios) — and the plain-torch way: ``torch.topk`` of the
+  length-masked scores, then a gather through the page table (``torch_paged``;
+  ``torch_topk`` is the bare top-k).
 * **Sampler**: vocabulary 129,280, batch 1, 64, 1024, 4096, fp32 logits, k = 512:
   ``top_k_mask_logits`` (int k and per-row k with k_max = 1024), ``top_k_renorm_probs``
   and ``top_k_sampling_from_logits`` (multinomial and per-row seeds) beside the
@@ -34,6 +36,7 @@ import argparse
 import csv
 import importlib.util
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -58,6 +61,7 @@ SAMPLER_K_MAX = 1024
 # calls this small (prefill 1024 x 8K: ~0.1 ms) are timed as graph replays: eager, the
 # host's launch path (~0.1 ms) races the GPU and decides the time
 GRAPH_ELEMENTS = 1 << 24
+TRANSFORMS = ("select", "plain", "ragged", "paged")  # timed together, interleaved
 
 # (phase, rows) x lengths x k x dtype
 INDEXER_FULL = dict(
@@ -132,6 +136,7 @@ class Timer:
         self.args = args
         self.device = device
         self.cold = bench.cache_bytes(device)
+        self.failed = ""
 
     def copies(self, rows: int, n: int, dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
         case = bench.Case("indexer", dtype, rows, n, 1, "none")
@@ -145,24 +150,33 @@ class Timer:
 
     def time(self, fn: Callable, inputs, rows: int, n: int) -> tuple[float | None, int, str, str]:
         """``(median µs, timed calls, graph|eager, note)``; errors become a note."""
+        res = self.time_group({"fn": fn}, inputs, rows, n)
+        return res["fn"][:4] if res else (None, 0, "", self.failed)
+
+    def time_group(self, fns: dict, inputs, rows: int, n: int) -> dict:
+        """Calls timed interleaved (:func:`deepselect.bench.time_fns`): name -> ``(median
+        µs, timed calls, graph|eager, note, samples µs)``; {} when they fail (the
+        reason in ``self.failed``)."""
         graph = self.use_graph(rows, n)
         kw = dict(
             repeats=self.args.repeats, warmup=self.args.warmup, max_seconds=self.args.max_seconds
         )
-        try:
-            t = bench.time_fn(fn, inputs, self.device, graph=graph, **kw)
-            return t.median_s * 1e6, len(t.samples), "graph" if graph else "eager", ""
-        except Exception as exc:  # a call that cannot be captured is timed eagerly
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            if not graph:
-                return None, 0, "", f"failed: {type(exc).__name__}: {str(exc)[:80]}"
-            note = f"graph capture failed ({type(exc).__name__}); eager"
-        try:
-            t = bench.time_fn(fn, inputs, self.device, graph=False, **kw)
-            return t.median_s * 1e6, len(t.samples), "eager", note
-        except Exception as exc:
-            return None, 0, "", f"failed: {type(exc).__name__}: {str(exc)[:80]}"
+        note = ""
+        for mode in (graph, False) if graph else (False,):
+            try:
+                t = bench.time_fns(fns, inputs, self.device, graph=mode, **kw)
+            except Exception as exc:  # a call that cannot be captured is timed eagerly
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                note = f"graph capture failed ({type(exc).__name__}); eager"
+                self.failed = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
+                continue
+            how = "graph" if mode else "eager"
+            return {
+                name: (v.median_s * 1e6, len(v.samples), how, note, [x * 1e6 for x in v.samples])
+                for name, v in t.items()
+            }
+        return {}
 
 
 def _sets_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -251,19 +265,24 @@ def bench_indexer(timer: Timer, phase, rows, n, k, dname, fi) -> list[dict]:
             table[row_ids, sel.long() // ps] * ps + sel.long() % ps,
         ),
     }
+    # the select and its three indexer forms timed interleaved, round by round: their
+    # differences (a few %) are smaller than the spread between separate runs
+    group = timer.time_group({m: methods[m] for m in TRANSFORMS}, inputs, rows, n)
     results = []
     for name, fn in methods.items():
-        us, calls, mode, note = timer.time(fn, inputs, rows, n)
+        got = group.get(name) or timer.time(fn, inputs, rows, n)
+        us, calls, mode, note = got[:4]
         ok = checked.get(name, "")
         results.append(
             dict(base, method=name, median_us=us, timed_calls=calls, graph=mode, note=note,
                  checked=ok if isinstance(ok, str) else ("exact" if ok else "MISMATCH"))
         )  # fmt: skip
+        if name != "select" and name in group:  # paired: the median of per-round ratios
+            pairs = zip(group[name][4], group["select"][4], strict=True)
+            results[-1]["vs_select_pct"] = 100.0 * (statistics.median(a / b for a, b in pairs) - 1)
     by = {r["method"]: r["median_us"] for r in results}
     for r in results:
-        t, s = r["median_us"], by.get("select")
-        if t and s and r["method"] in ("plain", "ragged", "paged"):
-            r["vs_select_pct"] = 100.0 * (t - s) / s
+        t = r["median_us"]
         ref = by.get("torch_paged") if r["method"] != "torch_topk" else None
         if t and ref and r["method"] not in ("torch_paged",):
             r["torch_over_method"] = ref / t

@@ -230,6 +230,27 @@ def test_time_fn_max_seconds_and_bad_input():
         bench.time_fn(lambda x: x, [torch.ones(1)], "cpu", repeats=0)
 
 
+def test_time_fns_interleaves_rounds_in_a_rotated_order():
+    import time
+
+    inputs = [torch.full((1,), float(j)) for j in range(3)]
+    seen: list[tuple[str, float]] = []
+    fns = {n: (lambda x, n=n: seen.append((n, float(x[0])))) for n in "abc"}
+    fns["slow"] = lambda x: time.sleep(0.01)
+    t = bench.time_fns(fns, inputs, "cpu", repeats=4, warmup=1)
+    assert sorted(t) == ["a", "b", "c", "slow"]
+    assert all(len(v.samples) == 4 for v in t.values())
+    assert seen[:3] == [("a", 0.0), ("b", 0.0), ("c", 0.0)]  # warm-up: every call once
+    rounds = [seen[3 + 3 * r : 6 + 3 * r] for r in range(4)]
+    # round r: every call on input (1 + r) mod 3, starting one name later each round
+    assert [[x for _, x in rnd] for rnd in rounds] == [[1.0] * 3, [2.0] * 3, [0.0] * 3, [1.0] * 3]
+    assert [rnd[0][0] for rnd in rounds] == ["a", "b", "c", "a"]  # "slow" first in round 3
+    assert [rnd[-1][0] for rnd in rounds] == ["c", "a", "b", "c"]
+    assert t["slow"].median_s >= 0.01 > t["a"].median_s
+    with pytest.raises(ValueError, match="at least one"):
+        bench.time_fns({}, inputs, "cpu")
+
+
 def test_triton_read_kernel_reads_everything():
     # the read ceiling's kernel must really read every element (its max is x's max)
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # interpreter without a GPU

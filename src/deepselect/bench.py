@@ -34,7 +34,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -433,46 +433,81 @@ def time_fn(
     >>> len(t.samples)
     3
     """
+    return time_fns(
+        {"fn": fn}, inputs, device, repeats=repeats, warmup=warmup, graph=graph,
+        max_seconds=max_seconds,
+    )["fn"]  # fmt: skip
+
+
+def time_fns(
+    fns: Mapping[str, Callable[[torch.Tensor], object]],
+    inputs: Sequence[torch.Tensor],
+    device: torch.device | str,
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    graph: bool = False,
+    max_seconds: float | None = None,
+) -> dict[str, Timing]:
+    """:func:`time_fn` for several calls at once, interleaved: each round times every
+    call once (in an order rotated round by round), so that whatever drifts during a
+    run (clocks, temperature, neighbours) falls on all of them alike. For calls whose
+    differences are smaller than the spread between runs; ``samples[r]`` of each
+    :class:`Timing` come from the same round ``r``, for paired comparisons.
+
+    >>> t = time_fns({"a": lambda x: x + 1, "b": lambda x: x * 2}, [torch.ones(4)], "cpu",
+    ...              repeats=4, warmup=1)
+    >>> sorted(t), len(t["a"].samples)
+    (['a', 'b'], 4)
+    """
     device = torch.device(device)
-    if not inputs:
-        raise ValueError("inputs must hold at least one tensor")
+    if not fns or not inputs:
+        raise ValueError("fns and inputs must each hold at least one entry")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0; got {repeats}, {warmup}")
     if graph and device.type != "cuda":
         raise ValueError("graph=True needs a CUDA device")
-    calls = [lambda inp=inp: fn(inp) for inp in inputs]
-    if graph:
-        calls = _capture_graphs(fn, inputs[: warmup + repeats])
+    names = list(fns)
+    calls = {
+        n: _capture_graphs(f, inputs[: warmup + repeats])
+        if graph
+        else [lambda inp=inp, f=f: f(inp) for inp in inputs]
+        for n, f in fns.items()
+    }
     for i in range(warmup):
-        calls[i % len(calls)]()
-    samples: list[float] = []
-    if device.type == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        for n in names:
+            calls[n][i % len(calls[n])]()
+    cuda = device.type == "cuda"
+    events: dict[str, list] = {n: [] for n in names}
+    if cuda:
         torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        done = 0
-        for i in range(repeats):
-            starts[i].record()
-            calls[(warmup + i) % len(calls)]()
-            ends[i].record()
-            done += 1
-            if max_seconds is not None and i % 8 == 7:
+    t0 = time.perf_counter()
+    spent = 0.0
+    for r in range(repeats):
+        for j in range(len(names)):
+            n = names[(r + j) % len(names)]
+            call = calls[n][(warmup + r) % len(calls[n])]
+            if cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                call()
+                b.record()
+                events[n].append((a, b))
+            else:
+                t = time.perf_counter()
+                call()
+                events[n].append(time.perf_counter() - t)
+                spent += events[n][-1]
+        if max_seconds is not None:  # at least one round is always timed
+            if cuda and r % 8 == 7:
                 torch.cuda.synchronize(device)
-                if time.perf_counter() - t0 > max_seconds:
-                    break
-        torch.cuda.synchronize(device)
-        samples = [starts[i].elapsed_time(ends[i]) / 1e3 for i in range(done)]
-    else:
-        spent = 0.0
-        for i in range(repeats):
-            t = time.perf_counter()
-            calls[(warmup + i) % len(calls)]()
-            samples.append(time.perf_counter() - t)
-            spent += samples[-1]
-            if max_seconds is not None and spent > max_seconds:
+                spent = time.perf_counter() - t0
+            if spent > max_seconds:
                 break
-    return Timing(statistics.median(samples), samples)
+    if cuda:
+        torch.cuda.synchronize(device)
+        events = {n: [a.elapsed_time(b) / 1e3 for a, b in v] for n, v in events.items()}
+    return {n: Timing(statistics.median(v), v) for n, v in events.items()}
 
 
 def _capture_graphs(fn, inputs) -> list[Callable[[], object]]:
