@@ -61,8 +61,8 @@ def compile_rows_kernel(
         cfg = other_search_of(cfg)
     if novec:
         cfg = dataclasses.replace(cfg, vec=False)
-    if w32:
-        cfg = dataclasses.replace(cfg, w32=True)
+    if w32:  # as run_triton switches long rows: exact searches unless asked
+        cfg = dataclasses.replace(cfg, w32=True, search_tol=0)
     if ahead is not None:
         cfg = dataclasses.replace(cfg, ahead=ahead)
     if not sample:

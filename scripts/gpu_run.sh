@@ -2,7 +2,7 @@
 # One call on a GPU machine: the kernel's phase profile (PROFILE=1), the kernel
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
 # key search), robustness distributions in full mode or when ROBUST="dist ..." is
-# set (each a quick table with VARIANT), then the GPU
+# set (each a quick table with ROBUST_VARIANT, else VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
 # SHORT=1 adds the few/short-rows table, HOST=1 small calls' host / eager / graph
@@ -59,7 +59,7 @@ cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 fi
 if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do
-    timeout ${ROBUST_TIMEOUT:-200} python3 benchmarks/kernel_table.py --quick --dist $d --variant ${VARIANT:-default} \
+    timeout ${ROBUST_TIMEOUT:-200} python3 benchmarks/kernel_table.py --quick --dist $d --variant ${ROBUST_VARIANT:-${VARIANT:-default}} \
       --repeats 10 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
   done
 fi

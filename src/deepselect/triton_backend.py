@@ -74,7 +74,12 @@ class LaunchConfig:
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
-       search steps, most on 32-bit keys. 0: exact; for A/B timing.
+       search steps, most on 32-bit keys. 0: exact. Timed on an H200
+       (benchmarks/RESULTS.md), block-synchronous loop: fp32 4096 x 129,280 sorted 5-12%
+       faster with 2, 3 or 4, other fp32 shapes within the spread; warp-private loop:
+       bf16 4096 x 1M 2-8% slower (a looser threshold, more hits until the next
+       meeting; 16-bit keys save fewer steps). 2 for 32-bit keys in the
+       block-synchronous loop; 0 elsewhere.
     ballot: the filter places a block's hits with a ballot where no lane has two
        (:func:`triton_kernels.filter_asm`), else with a shuffle scan; False: always
        the shuffle scan (for A/B timing).
@@ -115,7 +120,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
     return LaunchConfig(
         B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
-        vec=True,
+        vec=True, search_tol=2 if bits == 32 else 0,
     )  # fmt: skip
 
 
@@ -344,7 +349,8 @@ def run_triton(
         return
     cfg = config or launch_config(x.dtype, k)
     if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
-        cfg = dataclasses.replace(cfg, w32=True)  # long rows: warps stream independently
+        # long rows: warps stream independently (by default their searches exact)
+        cfg = dataclasses.replace(cfg, w32=True, search_tol=cfg.search_tol if config else 0)
     if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
         raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
