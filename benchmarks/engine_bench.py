@@ -1,6 +1,6 @@
 """Engine operations timed beside the plain-torch way (and FlashInfer when it imports).
 
-Two figures, one run:
+Three figures, one run:
 
 * **Indexer** (sparse attention): decode (rows 1, 8, 64) and prefill (rows 1024,
   4096) over lengths 8K, 128K and 1M, k in {512, 2048}, fp32 and bf16. For each shape:
@@ -15,6 +15,10 @@ Two figures, one run:
   and ``top_k_sampling_from_logits`` (multinomial and per-row seeds) beside the
   plain-torch way (a threshold at the k-th value from ``torch.topk``, or from a full
   ``torch.sort`` for per-row k; softmax + ``torch.multinomial``).
+* **Indexer step**: the plain-torch lightning indexer's scores (64 heads, d = 128,
+  bf16) and ``indexer_topk`` on them (k = 2048), timed apart
+  (``lightning_indexer.benchmark_indexer_split``): how a step splits between scoring
+  and selecting, beside an unfused scorer.
 
 Every row of a score matrix is valid to its full length, so ``select`` and the indexer
 calls do the same selection and the difference is the transform alone. Timing uses
@@ -52,6 +56,7 @@ from deepselect.engine import (
     top_k_renorm_probs,
     top_k_sampling_from_logits,
 )
+from deepselect.lightning_indexer import benchmark_indexer_split
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 K8, K128, M1 = 1 << 13, 1 << 17, 1 << 20
@@ -79,6 +84,12 @@ SAMPLER_FULL = [1, 64, 1024, 4096]
 SAMPLER_QUICK = [1, 4096]
 CPU_INDEXER = dict(rows=[("decode", 1), ("decode", 4)], lengths=[K8, 1 << 16], ks=[512])
 CPU_SAMPLER = [1, 4]
+# the whole indexer step: plain-torch scoring (64 heads of d = 128, bf16) + selection
+# (k = 2048); the scorer holds [rows, heads, N] fp32, so rows x N stays <= 8M
+STEP_HEADS, STEP_D, STEP_K = 64, 128, 2048
+STEP_FULL = [(1, K128), (64, K128), (1, M1), (8, M1)]
+STEP_QUICK = [(1, K128), (8, M1)]
+CPU_STEP = [(1, K8)]
 
 COLUMNS = [
     "section",
@@ -290,6 +301,21 @@ def bench_indexer(timer: Timer, phase, rows, n, k, dname, fi) -> list[dict]:
     return results
 
 
+def bench_step(timer: Timer, rows: int, n: int) -> list[dict]:
+    """The indexer step split into scoring and selection
+    (:func:`deepselect.lightning_indexer.benchmark_indexer_split`)."""
+    r = benchmark_indexer_split(
+        rows, STEP_HEADS, STEP_D, n, min(STEP_K, n), device=timer.device,
+        repeats=timer.args.repeats,
+    )  # fmt: skip
+    base = dict(section="step", phase="step", rows=rows, n=n, k=r["k"], dtype="bf16")
+    share = f"selection {100 * r['topk_share']:.1f}% of the step"
+    return [
+        dict(base, method="scores", median_us=r["scores_ms"] * 1e3, graph="eager"),
+        dict(base, method="select", median_us=r["topk_ms"] * 1e3, graph="eager", note=share),
+    ]
+
+
 # --------------------------------------------------------------------------- sampler
 
 
@@ -419,7 +445,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
     shapes: dict[tuple, dict[str, dict]] = {}
     for r in rows:
         key = (r["section"], r["phase"], r["rows"], r["n"], r["dtype"])
-        key += (str(r["k"]) if r["section"] == "indexer" else "",)
+        key += (str(r["k"]) if r["section"] != "sampler" else "",)
         shapes.setdefault(key, {})[r["method"]] = r
     lines = []
     for (sec, phase, nrows, n, dname, k), by in shapes.items():
@@ -428,7 +454,13 @@ def summary_lines(rows: list[dict]) -> list[str]:
         flags += [f"{m} failed" for m, r in by.items() if str(r.get("note", "")).startswith("fail")]
         if "all" in by:
             flags.append(by["all"].get("note", ""))
-        if sec == "indexer":
+        if sec == "step":
+            s, t = us.get("scores"), us.get("select")
+            share = 100 * t / (s + t) if s and t else float("nan")
+            line = (
+                f"{nrows:>5} {bench.format_size(n):>5} {k:>4} | {_t(s):>9} {_t(t):>9} {share:5.1f}%"
+            )
+        elif sec == "indexer":
             line = (
                 f"{phase:7} {nrows:>5} {bench.format_size(n):>5} {dname:5} {k:>4} | "
                 f"{_t(us.get('select')):>9} {_pct(by.get('plain')):>7} "
@@ -456,6 +488,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
 def print_tables(rows: list[dict]) -> None:
     ind = [r for r in rows if r["section"] == "indexer"]
     smp = [r for r in rows if r["section"] == "sampler"]
+    step = [r for r in rows if r["section"] == "step"]
     if ind:
         log("\nindexer: select = topk_rows on the scores; plain/ragged/paged = indexer_topk's")
         log("overhead over select; speedup = torch_paged / paged (masked torch.topk + gather)")
@@ -468,6 +501,12 @@ def print_tables(rows: list[dict]) -> None:
         log(SAMPLER_HEAD)
         for line in summary_lines(smp):
             log(line)
+    if step:
+        log(f"\nindexer step: plain-torch lightning indexer scores ({STEP_HEADS} heads, d = "
+            f"{STEP_D}, bf16; unfused) then indexer_topk; share = selection / step")  # fmt: skip
+        log(f"{'rows':>5} {'N':>5} {'k':>4} | {'scores':>9} {'select':>9} {'share':>6}")
+        for line in summary_lines(step):
+            log(line)
 
 
 # --------------------------------------------------------------------------- main
@@ -478,7 +517,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--quick", action="store_true", help="a few shapes: < 60 s on an H200")
     ap.add_argument("--csv", default=None, help="write every timing here")
-    ap.add_argument("--only", choices=["indexer", "sampler"], default=None)
+    ap.add_argument("--only", choices=["indexer", "sampler", "step"], default=None)
     ap.add_argument("--repeats", type=int, default=None, help="timed calls (median)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-seconds", type=float, default=None, help="per method, timed part")
@@ -526,10 +565,15 @@ def main(argv=None) -> int:
         jobs += [("indexer", s) for s in shapes]
     if args.only in (None, "sampler"):
         jobs += [("sampler", b) for b in sampler_batches(device.type, args.quick)]
+    if args.only in (None, "step"):
+        steps = CPU_STEP if device.type == "cpu" else STEP_QUICK if args.quick else STEP_FULL
+        jobs += [("step", s) for s in steps]
     for i, (kind, spec) in enumerate(jobs):
         t = time.perf_counter()
         if kind == "indexer":
             res = bench_indexer(timer, *spec, fi)
+        elif kind == "step":
+            res = bench_step(timer, *spec)
         else:
             res = bench_sampler(timer, spec, fi)
         rows += res
