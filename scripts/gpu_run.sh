@@ -5,8 +5,8 @@
 # set (each a quick table with ROBUST_VARIANT, else VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
-# SHORT=1 adds the few/short-rows table, HOST=1 small calls' host / eager / graph
-# time, BENCH=1 `deepselect bench --quick` with plots,
+# SHORT=1 adds the few/short-rows table (SHORT_ARGS its options), HOST=1 small
+# calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
 # NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
 # ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure).
 # The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
@@ -40,7 +40,7 @@ if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, norm
   done
 fi
 if [ "${SHORT:-0}" = 1 ]; then
-  (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py) 2>&1 | tee "$OUT/short.txt"
+  (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py ${SHORT_ARGS:-}) 2>&1 | tee "$OUT/short.txt"
 fi
 if [ "${HOST:-0}" = 1 ]; then  # host / eager / graph-replay time of small calls
   (cd benchmarks && timeout ${HOST_TIMEOUT:-150} python3 host_table.py ${HOST_ARGS:-}) 2>&1 | tee "$OUT/host.txt" | tail -14

@@ -20,7 +20,11 @@ from deepselect.engine import (
     top_k_renorm_probs,
     top_k_sampling_from_logits,
 )
-from deepselect.lightning_indexer import lightning_indexer_scores, lightning_indexer_topk
+from deepselect.lightning_indexer import (
+    benchmark_indexer_split,
+    lightning_indexer_scores,
+    lightning_indexer_topk,
+)
 from deepselect.options import TopkOptions
 
 # Chi-square critical value for 3 degrees of freedom at significance 0.001 (standard
@@ -417,6 +421,15 @@ def test_lightning_indexer_scores_and_topk():
     got = lightning_indexer_topk(q, keys, w, lengths, k, order="index")
     ref = ref_rows(scores, [0, 0, 0], lengths.tolist(), k)
     assert got.tolist() == padded([sorted(r) for r in ref], k)
+
+
+def test_benchmark_indexer_split_reports_both_parts():
+    r = benchmark_indexer_split(2, 4, 8, 3000, 16, device="cpu", repeats=2)
+    assert (r["rows"], r["n"], r["k"], r["graph"], r["device"]) == (2, 3000, 16, False, "cpu")
+    assert r["scores_ms"] > 0 and r["topk_ms"] > 0
+    assert r["topk_share"] == pytest.approx(r["topk_ms"] / (r["scores_ms"] + r["topk_ms"]))
+    with pytest.raises(ValueError, match="graph=True needs a CUDA"):
+        benchmark_indexer_split(1, 2, 4, 100, 4, device="cpu", repeats=1, graph=True)
 
 
 # ------------------------------------------- the page map fused into the Triton kernels

@@ -9,8 +9,6 @@ function that reports how the time splits between scoring and selection.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .engine import indexer_topk
@@ -75,14 +73,21 @@ def benchmark_indexer_split(
     dtype: torch.dtype = torch.bfloat16,
     repeats: int = 10,
     seed: int = 0,
+    graph: bool | None = None,
 ) -> dict:
-    """Time scoring and selection separately (median of ``repeats``, after a warm-up).
+    """Time scoring and selection separately (:func:`deepselect.bench.time_fn`: median
+    of ``repeats`` after a warm-up; on CUDA, events around each call).
 
     A program, not a test: it prints nothing and returns
-    ``{"device", "rows", "n", "k", "scores_ms", "topk_ms", "topk_share"}``. The device
-    defaults to CUDA when present. The plain-torch scoring materialises
-    ``[rows, heads, N]``, so it is the slow reference, not a fused kernel's speed.
+    ``{"device", "rows", "n", "k", "scores_ms", "topk_ms", "topk_share", "graph"}``.
+    The device defaults to CUDA when present. ``graph`` (default: on CUDA) times each
+    part as a CUDA-graph replay, as a decode step runs, so that the host's launch
+    path (tens of microseconds per call) is not counted as either part. The plain-torch
+    scoring materialises ``[rows, heads, N]``, so it is the slow reference, not a
+    fused kernel's speed.
     """
+    from . import bench
+
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -91,21 +96,11 @@ def benchmark_indexer_split(
     keys = torch.randn(n, d, generator=g).to(device, dtype)
     w = torch.rand(rows, heads, generator=g).to(device, torch.float32)
     lengths = torch.full((rows,), n, dtype=torch.int32, device=device)
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+    graph = device.type == "cuda" if graph is None else graph
 
     def timed(fn):
-        fn()
-        sync()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-        return sorted(times)[len(times) // 2] * 1e3
+        t = bench.time_fn(lambda _: fn(), [q], device, repeats=repeats, graph=graph)
+        return t.median_s * 1e3
 
     scores = lightning_indexer_scores(q, keys, w)
     s_ms = timed(lambda: lightning_indexer_scores(q, keys, w))
@@ -118,4 +113,5 @@ def benchmark_indexer_split(
         "scores_ms": s_ms,
         "topk_ms": t_ms,
         "topk_share": t_ms / (s_ms + t_ms),
+        "graph": graph,
     }
