@@ -60,10 +60,12 @@ def make_options(
         raise TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [rows, N]; got {x.dim()}-D shape {list(x.shape)}")
-    allowed = _CPU_DTYPES if x.device.type == "cpu" else SUPPORTED_DTYPES
+    dev = x.device
+    cpu = dev.type == "cpu"
+    allowed = _CPU_DTYPES if cpu else SUPPORTED_DTYPES
     if x.dtype not in allowed:
         names = ", ".join(str(d).removeprefix("torch.") for d in allowed)
-        raise TypeError(f"x must have dtype {names} on {x.device.type}; got {x.dtype}")
+        raise TypeError(f"x must have dtype {names} on {dev.type}; got {x.dtype}")
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k must be an int; got {type(k).__name__}")
     if k < 1:
@@ -78,8 +80,8 @@ def make_options(
         raise ValueError(f"index_dtype=int32 cannot address rows of length {n}")
     for name, t in (("begin", begin), ("end", end)):
         if t is not None:
-            _check_int_vector(name, t, rows, x.device)
-    if x.device.type == "cpu" and (begin is not None or end is not None):  # no device sync
+            _check_int_vector(name, t, rows, dev)
+    if cpu and (begin is not None or end is not None):  # no device sync
         b = begin if begin is not None else torch.zeros(rows, dtype=torch.int64)
         e = end if end is not None else torch.full((rows,), n, dtype=torch.int64)
         bad = (b < 0) | (e > n) | (b > e)
@@ -90,7 +92,7 @@ def make_options(
                 f"row {r} has begin={int(b[r])}, end={int(e[r])}"
             )
     if isinstance(index_offset, torch.Tensor):
-        _check_int_vector("index_offset", index_offset, rows, x.device)
+        _check_int_vector("index_offset", index_offset, rows, dev)
     elif index_offset is not None and (
         isinstance(index_offset, bool) or not isinstance(index_offset, int)
     ):
@@ -174,17 +176,18 @@ def topk_rows(
         index_dtype=index_dtype,
     )
     rows = x.shape[0]
+    dev = x.device
     if out_indices is None:
-        out_indices = torch.empty((rows, k), dtype=index_dtype, device=x.device)
+        out_indices = torch.empty((rows, k), dtype=index_dtype, device=dev)
     else:
-        _check_out("out_indices", out_indices, (rows, k), index_dtype, x.device)
+        _check_out("out_indices", out_indices, (rows, k), index_dtype, dev)
     if not return_values:
         if out_values is not None:
             raise ValueError("out_values was given but return_values=False")
     elif out_values is None:
-        out_values = torch.empty((rows, k), dtype=x.dtype, device=x.device)
+        out_values = torch.empty((rows, k), dtype=x.dtype, device=dev)
     else:
-        _check_out("out_values", out_values, (rows, k), x.dtype, x.device)
+        _check_out("out_values", out_values, (rows, k), x.dtype, dev)
     run = _pick_backend(x, backend)
     run(x, k, opt, out_values, out_indices)
     return out_values, out_indices

@@ -23,11 +23,14 @@ class Order(str, enum.Enum):
 
     @classmethod
     def parse(cls, order: str | Order) -> Order:
-        try:
-            return cls(order)
-        except ValueError:
+        try:  # a dict lookup: an Enum call costs about a microsecond per top-k call
+            return _ORDERS[order]
+        except (KeyError, TypeError):
             allowed = ", ".join(repr(o.value) for o in cls)
             raise ValueError(f"order must be one of {allowed}; got {order!r}") from None
+
+
+_ORDERS = {o.value: o for o in Order}  # a member is equal to (and hashes as) its value
 
 
 @dataclass(frozen=True)

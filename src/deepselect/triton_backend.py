@@ -311,7 +311,8 @@ def run_triton(
     if config is None and grid is None:  # short rows, or too few rows to fill the GPU
         from .triton_short import run_short, short_path
 
-        sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
+        dev = x.device
+        sm = _sm_count(dev.index or 0) if dev.type == "cuda" else 4
         plan = short_path(x, k, opt, sm)
         if plan is not None:
             run_short(x, k, opt, out_values, out_indices, plan, page=page)

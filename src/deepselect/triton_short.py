@@ -45,7 +45,7 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 
 import torch
@@ -321,6 +321,15 @@ def short_rows_kernel(
 
 
 # ------------------------------------------------------------------------- the plan
+def _hash_once(self) -> int:
+    """A frozen dataclass's hash, computed on first use and kept: configs and plans are
+    cache keys on every call (hashing a plan's fields again costs ~1 us)."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+    return h
+
+
 @dataclass(frozen=True)
 class ShortConfig:
     """Shape limits of the register-resident path.
@@ -364,6 +373,8 @@ class ShortConfig:
     np_pivots: int = 8
     fused_stats: bool | None = None
 
+    __hash__ = _hash_once
+
 
 _DEFAULT = ShortConfig()
 
@@ -404,6 +415,8 @@ class ShortPlan:
     np_pivots: int
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
+
+    __hash__ = _hash_once
 
 
 def _warps(nmax: int) -> int:
@@ -517,7 +530,25 @@ def kernel_constants(
     )
 
 
-_constants = cache(kernel_constants)  # one dict per level and call shape
+@cache  # built once per plan and call shape: host time per call
+def _launch_kwargs(
+    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, interp: bool
+) -> tuple[dict, ...]:
+    """Per level of ``plan``: its compile-time arguments (``flags``: the keyword
+    arguments of :func:`kernel_constants` as ``(name, value)`` pairs; ``page_flags``
+    those of the page map, for the level that writes the output) and launch options
+    (warps, the register cap; none in the interpreter)."""
+    out = []
+    for lv in plan.levels:
+        kw = kernel_constants(dtype, plan, lv, **dict(flags))
+        if not lv.dst_cand:
+            kw.update(page_flags)
+        kw["num_warps"] = lv.num_warps
+        cap = None if interp else lv.maxnreg(plan.kp)
+        if cap is not None:
+            kw["maxnreg"] = cap
+        out.append(kw)
+    return tuple(out)
 
 
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -571,20 +602,19 @@ def run_short(
     fill_bits = _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)
     page_args, page_flags = page_arguments(page, out_indices)
     no_page, _ = page_arguments(None, out_indices)
-    interp = _interpreting()
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
-    flags = dict(
-        largest=opt.largest,
-        order=opt.order,
-        has_window=has_window,
-        off_tensor=off_tensor,
-        write_values=write_values,
+    flags = (
+        ("largest", opt.largest),
+        ("order", opt.order),
+        ("has_window", has_window),
+        ("off_tensor", off_tensor),
+        ("write_values", write_values),
     )
+    launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
-    for lv in plan.levels:
-        cap = None if interp else lv.maxnreg(plan.kp)
+    for lv, kw in zip(plan.levels, launch_kw, strict=True):
         if lv.dst_cand:
             dc = lv.nseg * k
             dst_k = torch.empty((rows, dc), dtype=torch.int32, device=dev)
@@ -619,9 +649,6 @@ def run_short(
             lv.L,
             lv.nseg,
             *(page_args if not lv.dst_cand else no_page),
-            **_constants(x.dtype, plan, lv, **flags),
-            **(page_flags if not lv.dst_cand else {}),
-            num_warps=lv.num_warps,
-            **({} if cap is None else {"maxnreg": cap}),
+            **kw,
         )
         src_k, src_i, c = dst_k, dst_i, dc
