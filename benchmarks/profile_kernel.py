@@ -11,7 +11,7 @@ phases are warp 0's: filter = its compares and hit path (not its load waits), co
 its time in the meetings (waiting for the others, the compactions, the final one),
 final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
-    python benchmarks/profile_kernel.py [--quick]
+    python benchmarks/profile_kernel.py [--quick] [--dtype fp32]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def variants(dtype, k, quick=False):
     # the block-synchronous loop (its phases are timed); w32 / w32pre: warps independent
     base = dataclasses.replace(launch_config(dtype, k), w32_from=None)
     if quick:
-        return {
+        out = {
             "default": (base, False),
             "preset": (base, True),
             # the trigger's block-wide sum every 8th block: the loop almost without it
@@ -75,6 +75,9 @@ def variants(dtype, k, quick=False):
             "w32nopf": (dataclasses.replace(base, w32=True, ahead=0), False),
             "w32nopfpre": (dataclasses.replace(base, w32=True, ahead=0), True),
         }
+        if base.search_tol:  # fp32: the compactions' early stop off
+            out["exact"] = (dataclasses.replace(base, search_tol=0), False)
+        return out
     out = {"default": (base, False), "other": (other_search(base), False)}
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
@@ -95,6 +98,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--dtype", choices=sorted(DT), default=None, help="only these shapes")
     a = p.parse_args()
     mhz = sm_mhz()
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
@@ -104,6 +108,8 @@ def main() -> None:
     )
     print(hdr, flush=True)
     for dts, rows, n, k, order in QUICK if a.quick else SHAPES:
+        if a.dtype and dts != a.dtype:
+            continue
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: the kernel's phase profile (PROFILE=1), the kernel
+# One call on a GPU machine: the kernel's phase profile (PROFILE=1, PROFILE_ARGS), the kernel
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
 # key search), robustness distributions in full mode or when ROBUST="dist ..." is
 # set (each a quick table with ROBUST_VARIANT, else VARIANT), then the GPU
@@ -24,7 +24,7 @@ tests_rc=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 if [ "${PROFILE:-0}" = 1 ]; then
-  (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick)) 2>&1 | tee "$OUT/profile.txt"
+  (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick) ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/profile.txt"
 fi
 if [ "${TABLE:-1}" = 1 ]; then
   timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
