@@ -129,22 +129,24 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False):
     plan = triton_short._plan(rows, n, k, 132, triton_short.ShortConfig(), False)
     if plan is None:
         raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
+    flags = (
+        ("largest", True), ("order", order), ("has_window", 2), ("off_tensor", False),
+        ("write_values", False),
+    )  # fmt: skip
+    page_flags = (("PAGED", True), ("PAGE_SHIFT", 6), ("HAS_R2B", False)) if paged else ()
     out = []
-    for lv in plan.levels:
+    # the arguments run_short launches each level with (its compile-time ones, warps,
+    # register cap); the page map's flags, left at their defaults there, spelled out
+    launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
+    for lv, kw in zip(plan.levels, launch, strict=True):
+        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False, **kw}
+        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         sig = triton_short.kernel_signature(dtype, False)
-        consts = triton_short.kernel_constants(
-            dtype, plan, lv, largest=True, order=order, has_window=2, off_tensor=False,
-            write_values=False,
-        )  # fmt: skip
-        out_level = not lv.dst_cand
-        consts.update(PAGED=paged and out_level, PAGE_SHIFT=6 if paged and out_level else 0)
-        consts.update(HAS_R2B=False)
         for name in consts:
             sig[name] = "constexpr"
-        cap = lv.maxnreg(plan.kp)
-        opts = {"num_warps": lv.num_warps, **({"maxnreg": cap} if cap else {})}
         src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
-        out.append((lv, cap, triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)))
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+        out.append((lv, opts.get("maxnreg"), compiled))
     return triton_short.describe(plan), out
 
 
