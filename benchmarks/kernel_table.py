@@ -117,6 +117,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
         return dataclasses.replace(cfg, ballot=False)
+    if part == "nofast":
+        return dataclasses.replace(cfg, fast=False)
     if re.fullmatch(r"tol\d+", part):
         return dataclasses.replace(cfg, search_tol=int(part[3:]))
     if re.fullmatch(r"z\d+", part):
@@ -138,7 +140,8 @@ def main() -> None:
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
-        "sample's rank), noballot (hits always placed with a shuffle scan), zN (the "
+        "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
+        "hit lane runs the exact test), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
@@ -185,6 +188,7 @@ def main() -> None:
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("" if cfg.ballot else "/nob")
+                + ("" if cfg.fast else "/nof")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )

@@ -285,15 +285,10 @@ def _coarse_kernel(tk_ptr, out_ptr, n, PAST: tl.constexpr, KEY_MASK: tl.constexp
         tl.store(out_ptr + s + i, raw.to(tl.int64), mask=s + i < n)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("largest", [True, False])
-@pytest.mark.parametrize("past", [False, True])
-def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
-    """The PTX filter's first test compares values with the coarse value of the
-    threshold key (>= when largest, <= when smallest; NaN is unordered and passes):
-    every element whose key is above the threshold key — or equal to it, unless
-    ``past`` — must pass. And ``past`` the threshold's index a tie at the threshold
-    must fail it, or knowing the index gains nothing."""
+def _coarse_values(dtype, largest, past):
+    """Threshold keys (every 16-bit key; a spread of 32-bit ones), their coarse
+    compare values (:func:`triton_kernels._coarse_value`, run by the kernel above)
+    and the keys of the worst and best non-NaN values."""
     bits = torch.finfo(dtype).bits
     mask = (1 << bits) - 1
     if bits == 16:
@@ -309,6 +304,19 @@ def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
     coarse = torch.where(raw > mask >> 1, raw - (1 << bits), raw).to(itype).view(dtype)
     inf = torch.tensor([float("-inf"), float("inf")], dtype=dtype)
     worst, best = to_keys(inf if largest else inf.flip(0), largest).tolist()
+    return tks, coarse, worst, best
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("past", [False, True])
+def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
+    """The PTX filter's first test compares values with the coarse value of the
+    threshold key (>= when largest, <= when smallest; NaN is unordered and passes):
+    every element whose key is above the threshold key — or equal to it, unless
+    ``past`` — must pass. And ``past`` the threshold's index a tie at the threshold
+    must fail it, or knowing the index gains nothing."""
+    tks, coarse, worst, best = _coarse_values(dtype, largest, past)
 
     def passes(v):  # the packed compare, elementwise
         return torch.isnan(coarse) | (v >= coarse if largest else v <= coarse)
@@ -326,6 +334,42 @@ def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
         real = (tks >= worst) & (tks < best) & (to_keys(tie, largest) == tks)
         assert bool((~passes(tie) | torch.isnan(coarse))[real].all())
         assert bool((~torch.isnan(coarse))[real].all())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("past", [False, True])
+def test_coarse_compare_is_exact_where_its_value_is_not_nan(dtype, largest, past):
+    """The filter's fast path (``filter_asm(fast=True)``) takes a lane's hits straight
+    from the compare with the coarse value where that value is not a NaN: then the
+    compare (>= unordered when largest, <= ordered when smallest) must pass exactly
+    the values whose key is at least the bound (the threshold key, or the next one
+    ``past`` the threshold's index). Both sides are monotone in the value, so the
+    least value at or above the bound passing, the greatest below it failing and
+    the NaNs' verdict make the whole set. A threshold key is a candidate's key (or
+    0, before the first compaction), never -0.0's empty slot."""
+    tks, coarse, worst, best = _coarse_values(dtype, largest, past)
+    held = (to_keys(from_keys(tks, dtype, largest), largest) == tks) | (tks == 0)
+    real = ~torch.isnan(coarse) & held
+    assert int(real.sum()) > len(tks) // 2  # the fast path is the usual one
+
+    def exact(v):
+        return (torch.isnan(v) | (v >= coarse)) if largest else (v <= coarse)
+
+    bound = tks + 1 if past else tks
+    assert bool((bound[real] <= best).all())  # some value is a hit
+    least = bound.clamp(worst, best)
+    least += to_keys(from_keys(least, dtype, largest), largest) != least  # -0.0's slot
+    assert bool(exact(from_keys(least, dtype, largest))[real].all())
+    below = (bound - 1).clamp(max=best)
+    below -= (to_keys(from_keys(below.clamp(min=worst), dtype, largest), largest) != below).long()
+    has_below = real & (below >= worst)
+    assert int(has_below.sum()) > 0
+    bad = exact(from_keys(below.clamp(min=worst), dtype, largest)) & has_below
+    assert not bool(bad.any()), tks[bad][:8].tolist()
+    # a NaN's key is the largest (largest) or 0 (smallest): a hit exactly when largest
+    nan = torch.full_like(coarse, float("nan"))
+    assert bool((exact(nan) == largest)[real].all())
 
 
 # ------------------------------------------------------------------ full size on a GPU

@@ -83,6 +83,10 @@ class LaunchConfig:
     ballot: the filter places a block's hits with a ballot where no lane has two
        (:func:`triton_kernels.filter_asm`), else with a shuffle scan; False: always
        the shuffle scan (for A/B timing).
+    fast: where a lane's compare is exact (the usual block with hits), the filter
+       reads its hits off the packed compare, without an element's key and (key,
+       index, window) test (:func:`triton_kernels.filter_asm`); False: always the
+       test (for A/B timing).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -107,6 +111,7 @@ class LaunchConfig:
     sample_z: float = reference.SAMPLE_Z
     search_tol: int = 0
     ballot: bool = True
+    fast: bool = True
 
 
 def _next_pow2(v: int) -> int:
@@ -151,7 +156,7 @@ def kernel_constants(
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
         USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16, vec, cfg.ballot) if asm else "",
+        FILTER=K.filter_asm(bits, largest, fp16, vec, cfg.ballot, cfg.fast) if asm else "",
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,

@@ -207,7 +207,10 @@ def _word_elem(c: int, j: int, per_word: int, vec: bool) -> int:
     return word * per_word + j
 
 
-def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True) -> str:
+def filter_asm(
+    bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True,
+    fast: bool = True,
+) -> str:  # fmt: skip
     """One thread's share of the block filter, with its warp's hits appended.
 
     Operands: $0 the warp's new candidate count (out, the same in every lane);
@@ -224,7 +227,16 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
     the warp's region. No barrier, no atomic: a warp that has no candidate — the
     usual case — costs only the compare and one vote. The scan is a ballot and two
     bit counts where no lane has two hits (the usual block with hits) and ``ballot``,
-    else six dependent shuffles."""
+    else six dependent shuffles.
+
+    ``fast``: where the compare itself is exact — the compare value is not a NaN
+    and the lane's elements lie in the window and all on one side of the threshold's
+    index (the compare value is the one for that side, see :func:`_coarse_value`) —
+    a lane's hits are read off one (paired) compare per word, without any element's
+    key. For tk a candidate's key, key >= tk is value >= value(tk) (unordered: a
+    NaN's key is the largest), and for the smallest value <= value(tk), where a NaN
+    (key 0, never a hit once tk > 0; tk = 0's value is a NaN) fails the ordered
+    compare. Checked for every 16-bit key by tests/test_triton.py."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
@@ -235,7 +247,7 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
         ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel,",
         "    %res, %b;",
         ".reg .b64 %pk, %pi, %off;",
-        ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q;",
+        ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q, %px;",
         "mov.b32 %mask, 0;",
         # $0 may share a register with an input: it is written last, after every read
         "mov.b32 %res, $15;",
@@ -252,6 +264,22 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
         "@!%p bra $$DONE${:uid};",
         "@!%q bra $$SCAN${:uid};",
     ]
+    if fast:
+        span = _word_elem(WORDS - 1, per_word - 1, per_word, vec)  # the lane's last element
+        out += [
+            f"and.b32 %t, $9, {(1 << (bits - 1)) - 1};",  # (16-bit: the low half's) magnitude
+            f"setp.le.u32 %px, %t, {inf};",
+            "setp.ge.s32 %pv, $12, $13;",
+            "and.pred %px, %px, %pv;",
+            f"add.s32 %t, $12, {span};",
+            "setp.lt.s32 %pv, %t, $14;",
+            "and.pred %px, %px, %pv;",
+            "setp.le.s32 %pv, $11, $12;",
+            "setp.gt.s32 %pn, $11, %t;",
+            "or.pred %pv, %pv, %pn;",
+            "and.pred %px, %px, %pv;",
+            "@%px bra $$FAST${:uid};",
+        ]
     bit = 0
     for c in range(WORDS):
         out += [f"set.{cmp}.u32.{ty} %f0, {w[c]}, $9;", "setp.eq.u32 %p, %f0, 0;"]
@@ -274,6 +302,18 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
             ]
             bit += 1
         out.append(f"$$SKIP{c}${{:uid}}:")
+    if fast:
+        exact = ("geu" if largest else "le") + "." + ty  # see the docstring
+        out += ["bra.uni $$SCAN${:uid};", "$$FAST${:uid}:"]
+        for c in range(WORDS):
+            if per_word == 1:
+                out += [f"setp.{exact} %p, {w[c]}, $9;", f"@%p or.b32 %mask, %mask, {1 << c};"]
+            else:  # the low half's result in %p, the high half's in %pe
+                out += [
+                    f"setp.{exact} %p|%pe, {w[c]}, $9;",
+                    f"@%p or.b32 %mask, %mask, {1 << (2 * c)};",
+                    f"@%pe or.b32 %mask, %mask, {1 << (2 * c + 1)};",
+                ]
     # the warp's exclusive scan of the lanes' hit counts (%s) and their total (%tot)
     out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;"]
     if ballot:  # no lane with two hits: the lanes below with one, counted in a ballot
@@ -316,11 +356,12 @@ def filter_asm(bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: 
         for j in range(per_word):
             elem = _word_elem(c, j, per_word, vec)
             label = f"$$NO{bit}${{:uid}}"
-            out += [
-                f"and.b32 %sel, %mask, {1 << bit};",
-                "setp.eq.u32 %p, %sel, 0;",
-                f"@%p bra {label};",
-            ]
+            if per_word > 1:  # (one element a word: the word's test was this one)
+                out += [
+                    f"and.b32 %sel, %mask, {1 << bit};",
+                    "setp.eq.u32 %p, %sel, 0;",
+                    f"@%p bra {label};",
+                ]
             out += _ptx_element_key(w[c], j * bits, bits, inf, largest)
             out += [
                 f"add.s32 %idx, $12, {elem};",
