@@ -491,6 +491,33 @@ def test_gpu_warp_private_stream(kind, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "variant",
+    [{"fast": False}, {"one_barrier": False}, {"poll_every": 2}, {"poll_every": 1}],
+    ids=["nofast", "twobar", "poll2", "poll1"],
+)
+@pytest.mark.parametrize("w32", [False, True])
+def test_gpu_launch_variants(variant, w32):
+    """The launch variants kept for A/B timing (kernel_table.py) stay exact on the
+    GPU, in both loops: the filter's hit path without the fast compare, the trigger
+    as a block-wide sum, the w32 poll every step or every other step. Windows put
+    lanes across the window's edges and the threshold's index inside blocks."""
+    rows, n, k = 24, 300_000, 512
+    g = torch.Generator(device="cuda").manual_seed(4)
+    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "ascending", "distinct2", "nan_hotspots", "signed_zeros"):
+        for dtype in (torch.bfloat16, torch.float32):
+            x = make(kind, rows, n, dtype, "cuda", seed=9)
+            cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None, **variant)
+            for largest in (True, False):
+                opt = TopkOptions(order=Order.VALUE, largest=largest, begin=begin)
+                ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+                oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+                run_triton(x, k, opt, ov, oi, config=cfg)
+                assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("w32", [False, True])
 @pytest.mark.parametrize(
     "variant",
