@@ -119,6 +119,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ballot=False)
     if part == "nofast":
         return dataclasses.replace(cfg, fast=False)
+    if part == "nosingle":
+        return dataclasses.replace(cfg, single=False)
     if part == "twobar":
         return dataclasses.replace(cfg, one_barrier=False)
     if re.fullmatch(r"poll\d", part):
@@ -145,7 +147,8 @@ def main() -> None:
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
-        "hit lane runs the exact test), twobar (the per-block trigger as a block-wide "
+        "hit lane runs the exact test), nosingle (a lane's one hit placed "
+        "by the general loop), twobar (the per-block trigger as a block-wide "
         "sum), pollN (w32 warps read the others' state every N steps), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
@@ -194,6 +197,7 @@ def main() -> None:
                 + ("" if cfg.sample else "/nosb")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
+                + ("" if cfg.single else "/nos")
                 + ("" if cfg.one_barrier else "/2b")
                 + (f"/poll{cfg.poll_every}" if cfg.poll_every != 1 else "")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")

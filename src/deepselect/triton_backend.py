@@ -87,6 +87,9 @@ class LaunchConfig:
        reads its hits off the packed compare, without an element's key and (key,
        index, window) test (:func:`triton_kernels.filter_asm`); False: always the
        test (for A/B timing).
+    single: a lane with exactly one hit places it without testing each of its words
+       and elements (:func:`triton_kernels.filter_asm`); False: the general
+       placement for every lane (for A/B timing).
     one_barrier: the block-synchronous loop's per-block trigger sums the warps' counts
        after one barrier, each lane reading all of them (``triton_kernels._check``);
        False: a block-wide ``tl.sum`` (two barriers; for A/B timing).
@@ -117,6 +120,7 @@ class LaunchConfig:
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
+    single: bool = True
     one_barrier: bool = True
     poll_every: int = 1
 
@@ -163,7 +167,9 @@ def kernel_constants(
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
         USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16, vec, cfg.ballot, cfg.fast) if asm else "",
+        FILTER=(
+            K.filter_asm(bits, largest, fp16, vec, cfg.ballot, cfg.fast, cfg.single) if asm else ""
+        ),
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,

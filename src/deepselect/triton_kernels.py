@@ -207,9 +207,57 @@ def _word_elem(c: int, j: int, per_word: int, vec: bool) -> int:
     return word * per_word + j
 
 
+def _ptx_single_hit(w: list[str], bits: int, inf: int, largest: bool, vec: bool) -> list[str]:
+    """PTX lines placing a lane's only hit (``%n == 1``; bit ``%b`` of ``%mask``) at
+    ``[%pk]`` / ``[%pi]`` and jumping to the end: its word picked by three levels of
+    selects on the word's number, its element's key and index computed from the bit,
+    rather than a test of every word and element of the lane. Other lanes fall
+    through to the general placement."""
+    per_word = 32 // bits
+    shift = per_word.bit_length() - 1  # log2(elements a word)
+    out = [
+        "setp.ne.u32 %p, %n, 1;",
+        "@%p bra $$MULTI${:uid};",
+        "bfind.u32 %b, %mask;",
+        f"shr.u32 %c, %b, {shift};",  # the word's number
+        "and.b32 %t, %c, 4;",
+        "setp.ne.u32 %q, %t, 0;",
+    ]
+    out += [f"selp.b32 %x{r}, {w[4 + r]}, {w[r]}, %q;" for r in range(4)]
+    out += ["and.b32 %t, %c, 2;", "setp.ne.u32 %q, %t, 0;"]
+    out += ["selp.b32 %x0, %x2, %x0, %q;", "selp.b32 %x1, %x3, %x1, %q;"]
+    out += ["and.b32 %t, %c, 1;", "setp.ne.u32 %q, %t, 0;", "selp.b32 %raw, %x1, %x0, %q;"]
+    if per_word > 1:  # the element's half of the word
+        out += [
+            "and.b32 %j, %b, 1;",
+            "shl.b32 %t, %j, 4;",
+            "bfe.u32 %raw, %raw, %t, 16;",
+        ]
+    out += _ptx_key("%key", "%raw", bits, inf, largest)
+    # the element's offset from the lane's first (see _word_elem)
+    if vec:  # word (c // 4) * 4 * THREADS + c % 4
+        out += [
+            "shr.u32 %t, %c, 2;",
+            "and.b32 %u, %c, 3;",
+            f"mad.lo.u32 %t, %t, {4 * THREADS}, %u;",
+        ]
+    else:  # word c * THREADS
+        out += [f"mul.lo.u32 %t, %c, {THREADS};"]
+    if per_word > 1:
+        out += [f"mad.lo.u32 %t, %t, {per_word}, %j;"]
+    out += [
+        "add.s32 %idx, $12, %t;",
+        "st.global.u32 [%pk], %key;",
+        "st.global.u32 [%pi], %idx;",
+        "bra.uni $$DONE${:uid};",
+        "$$MULTI${:uid}:",
+    ]
+    return out
+
+
 def filter_asm(
     bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True,
-    fast: bool = True,
+    fast: bool = True, single: bool = True,
 ) -> str:  # fmt: skip
     """One thread's share of the block filter, with its warp's hits appended.
 
@@ -236,7 +284,10 @@ def filter_asm(
     key. For tk a candidate's key, key >= tk is value >= value(tk) (unordered: a
     NaN's key is the largest), and for the smallest value <= value(tk), where a NaN
     (key 0, never a hit once tk > 0; tk = 0's value is a NaN) fails the ordered
-    compare. Checked for every 16-bit key by tests/test_triton.py."""
+    compare. Checked for every 16-bit key by tests/test_triton.py.
+
+    ``single``: a lane with one hit (the usual lane with any) places it directly
+    (:func:`_ptx_single_hit`)."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
@@ -245,7 +296,7 @@ def filter_asm(
     out = [
         "{",
         ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel,",
-        "    %res, %b;",
+        "    %res, %b, %c, %j, %u, %x<4>;",
         ".reg .b64 %pk, %pi, %off;",
         ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q, %px;",
         "mov.b32 %mask, 0;",
@@ -345,6 +396,8 @@ def filter_asm(
         "add.s64 %pk, $16, %off;",
         "add.s64 %pi, $17, %off;",
     ]
+    if single:
+        out += _ptx_single_hit(w, bits, inf, largest, vec)
     bit = 0
     for c in range(WORDS):
         wmask = ((1 << per_word) - 1) << (c * per_word)
