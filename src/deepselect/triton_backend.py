@@ -90,11 +90,6 @@ class LaunchConfig:
     single: a lane with exactly one hit places it without testing each of its words
        and elements (:func:`triton_kernels.filter_asm`); False: the general
        placement for every lane (for A/B timing).
-    one_barrier: the block-synchronous loop's per-block trigger sums the warps' counts
-       after one barrier, each lane reading all of them (``triton_kernels._check``);
-       False: a block-wide ``tl.sum`` (two barriers; for A/B timing).
-    poll_every: with ``w32``, a warp reads the others' state (a meeting wanted, all
-       done) every this many steps (1 or 2); it checks its own region every step.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -121,8 +116,6 @@ class LaunchConfig:
     ballot: bool = True
     fast: bool = True
     single: bool = True
-    one_barrier: bool = True
-    poll_every: int = 1
 
 
 def _next_pow2(v: int) -> int:
@@ -183,8 +176,6 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SEARCH_TOL=cfg.search_tol,
-        ONE_BARRIER=cfg.one_barrier,
-        POLL_EVERY=cfg.poll_every,
     )
 
 
@@ -384,7 +375,7 @@ def run_triton(
     dev = x.device
     scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_n = torch.empty((grid, 3 * K.NREG.value), dtype=torch.int32, device=dev)
+    scratch_n = torch.empty((grid, K.NREG.value), dtype=torch.int32, device=dev)
     has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw

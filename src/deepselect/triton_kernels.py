@@ -725,27 +725,6 @@ def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.
     )  # fmt: skip
 
 
-# the sum of the 8 words at $1 (32-byte aligned), read by every lane
-SUM8_ASM = tl.constexpr(
-    "{ .reg .b32 %a<8>; ld.global.v4.b32 {%a0, %a1, %a2, %a3}, [$1]; "
-    "ld.global.v4.b32 {%a4, %a5, %a6, %a7}, [$1+16]; add.s32 %a0, %a0, %a1; "
-    "add.s32 %a2, %a2, %a3; add.s32 %a4, %a4, %a5; add.s32 %a6, %a6, %a7; "
-    "add.s32 %a0, %a0, %a2; add.s32 %a4, %a4, %a6; add.s32 $0, %a0, %a4; }"
-)
-
-
-@triton.jit
-def _sum8(ptr):
-    """The sum of the NREG int32 at ``ptr`` as a scalar: each lane reads all of them
-    (one [32]-shaped value per warp) and one warp-level max makes it a scalar, so no
-    block-wide reduction (and no barrier) is needed after the writers' barrier."""
-    z32 = tl.zeros([32], tl.int32)
-    s = tl.inline_asm_elementwise(
-        SUM8_ASM, "=r,l", [ptr + z32 * 0], dtype=tl.int32, is_pure=False, pack=1
-    )  # fmt: skip
-    return tl.max(s, axis=0)
-
-
 @triton.jit
 def _publish32(wcnt32, cnt_ptr):
     """Each warp's count to ``cnt_ptr[warp]``; then a barrier, and the total."""
@@ -1096,7 +1075,6 @@ def _warp_step(
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
-    POLL: tl.constexpr = True,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
@@ -1107,11 +1085,7 @@ def _warp_step(
     in lanes 0..4 the cycles of the filter (compare and hit path) and of the
     meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
     ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
-    the threshold. Returns the words, cursors, progress, stream state and ``acc``.
-    POLL=False: the other warps' state is not read; the warp goes to the meeting (and
-    raises the wanted-flag) only when its own region is nearly full. Its region never
-    overflows (its own count is checked after every block); a meeting another warp
-    asked for, or the end, is only seen one step later."""
+    the threshold. Returns the words, cursors, progress, stream state and ``acc``."""
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
@@ -1119,8 +1093,7 @@ def _warp_step(
     # the other warps' state, read before the filter: a warp sees a wanted-flag one
     # step later than a read after it would, and its own region still has room for
     # that step (each warp checks its own count after every block)
-    if POLL:
-        d0, d1, wanted, _ = _sync_read(wc32)
+    d0, d1, wanted, _ = _sync_read(wc32)
     if i < nblk:
         if PROFILE:
             t0 = _clock32(w7)
@@ -1149,13 +1122,7 @@ def _warp_step(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
-    if POLL:
-        go = _poll(wc32, LIMIT, d0, d1, wanted)
-    else:
-        go = (tl.max(wc32, axis=0) > LIMIT).to(tl.int32)
-        if go != 0:  # raise the wanted-flag (the read state is not used: _meet reads it)
-            go = _poll(wc32, LIMIT, wc32 * 0, wc32 * 0, wc32 * 0)
-    if go != 0:  # a compaction is wanted, or all done
+    if _poll(wc32, LIMIT, d0, d1, wanted) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
@@ -1204,22 +1171,14 @@ def _publish_and_compact(
 @triton.jit
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
-    parity, trig_ptr, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
+    USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
+    NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
-    ONE_BARRIER: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
     due, a compaction from half ``cur`` into the other. Returns the threshold, the
-    count, the half, both count forms and (PROFILE) the compaction's cycles.
-
-    ONE_BARRIER (PTX path): each warp's leader stores its count to slot ``parity``
-    (0 or 1, alternating from check to check) of the 2 x NREG words at ``trig_ptr``,
-    and after one barrier every lane sums the slot itself (:func:`_sum8`), where
-    ``tl.sum`` takes two barriers and shuffles. Two slots: a warp can store the next
-    check's count while another still reads this one; the one after that is past
-    the next check's barrier."""
+    count, the half, both count forms and (PROFILE) the compaction's cycles."""
     S: tl.constexpr = CAP // NREG
     LIMIT: tl.constexpr = S - CHECK_EVERY * (B // NREG)
     BIG: tl.constexpr = 1 << 24  # flags a full region in the sum
@@ -1227,12 +1186,7 @@ def _check(
     warp = t // 32
     leader = (t % 32) == 0
     regs = tl.arange(0, NREG)
-    if USE_ASM and ONE_BARRIER:
-        slot = trig_ptr + parity * NREG
-        tl.store(slot + warp, wcnt + tl.where(wcnt > LIMIT, BIG, 0), mask=leader)
-        tl.debug_barrier()
-        tot = _sum8(slot)
-    elif USE_ASM:
+    if USE_ASM:
         tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
     else:
         tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
@@ -1308,8 +1262,6 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SEARCH_TOL: tl.constexpr = 0,
-    ONE_BARRIER: tl.constexpr = True,
-    POLL_EVERY: tl.constexpr = 1,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -1321,10 +1273,9 @@ def deepselect_rows_kernel(
     x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
     when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
     scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
-    cand_cnt: ``[G, 3 * NREG]`` region counts and the trigger's slots; outputs
-    ``[rows, k]`` with their row strides. See the module docstring. PAGED: indices go
-    out mapped through a page table (see :func:`_out_index`; the engine's paged
-    indexer top-k).
+    cand_cnt: ``[G, NREG]`` region counts; outputs ``[rows, k]`` with their row
+    strides. See the module docstring. PAGED: indices go out mapped through a page
+    table (see :func:`_out_index`; the engine's paged indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
     into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
@@ -1335,8 +1286,7 @@ def deepselect_rows_kernel(
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
-    cnt_ptr = cand_cnt_ptr + pid * (3 * NREG)  # region counts, then the trigger's slots
-    trig_ptr = cnt_ptr + NREG
+    cnt_ptr = cand_cnt_ptr + pid * NREG
     t256 = tl.arange(0, 256)
     warp = t256 // 32
     PER_WORD: tl.constexpr = 32 // KEY_BITS
@@ -1442,7 +1392,7 @@ def deepselect_rows_kernel(
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
                             SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                            SAMPLE_Z, SEARCH_TOL, POLL_EVERY == 1,
+                            SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
@@ -1519,8 +1469,8 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                sample_n, i & 1, trig_ptr, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
-                                CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
+                                sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
+                                PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -1528,9 +1478,8 @@ def deepselect_rows_kernel(
                             if (done % CHECK_EVERY == 0) | (done == nblk):
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    sample_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
-                                    trig_ptr, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
-                                    PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
+                                    sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
+                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
