@@ -207,6 +207,47 @@ def _word_elem(c: int, j: int, per_word: int, vec: bool) -> int:
     return word * per_word + j
 
 
+def _ptx_fast_entry(bits: int, inf: int, vec: bool) -> list[str]:
+    """PTX lines jumping to ``$$FAST`` (:func:`_ptx_fast_mask`) where the lane's
+    compare is exact: the compare value $9 is not a NaN and the lane's elements
+    ($12 .. its last) lie in the window [$13, $14) and all on one side of the
+    threshold's index $11."""
+    per_word = 32 // bits
+    span = _word_elem(WORDS - 1, per_word - 1, per_word, vec)  # the lane's last element
+    return [
+        f"and.b32 %t, $9, {(1 << (bits - 1)) - 1};",  # (16-bit: the low half's) magnitude
+        f"setp.le.u32 %px, %t, {inf};",
+        "setp.ge.s32 %pv, $12, $13;",
+        "and.pred %px, %px, %pv;",
+        f"add.s32 %t, $12, {span};",
+        "setp.lt.s32 %pv, %t, $14;",
+        "and.pred %px, %px, %pv;",
+        "setp.le.s32 %pv, $11, $12;",
+        "setp.gt.s32 %pn, $11, %t;",
+        "or.pred %pv, %pv, %pn;",
+        "and.pred %px, %px, %pv;",
+        "@%px bra $$FAST${:uid};",
+    ]
+
+
+def _ptx_fast_mask(w: list[str], bits: int, largest: bool, ty: str) -> list[str]:
+    """PTX lines from ``$$FAST`` on, falling through to the scan: the lane's hit mask
+    from one (paired, for 16-bit types) compare per word with $9 (see
+    :func:`filter_asm`, ``fast``)."""
+    exact = ("geu" if largest else "le") + "." + ty
+    out = ["$$FAST${:uid}:"]
+    for c in range(WORDS):
+        if bits == 32:
+            out += [f"setp.{exact} %p, {w[c]}, $9;", f"@%p or.b32 %mask, %mask, {1 << c};"]
+        else:  # the low half's result in %p, the high half's in %pe
+            out += [
+                f"setp.{exact} %p|%pe, {w[c]}, $9;",
+                f"@%p or.b32 %mask, %mask, {1 << (2 * c)};",
+                f"@%pe or.b32 %mask, %mask, {1 << (2 * c + 1)};",
+            ]
+    return out
+
+
 def _ptx_single_hit(w: list[str], bits: int, inf: int, largest: bool, vec: bool) -> list[str]:
     """PTX lines placing a lane's only hit (``%n == 1``; bit ``%b`` of ``%mask``) at
     ``[%pk]`` / ``[%pi]`` and jumping to the end: its word picked by three levels of
@@ -316,21 +357,7 @@ def filter_asm(
         "@!%q bra $$SCAN${:uid};",
     ]
     if fast:
-        span = _word_elem(WORDS - 1, per_word - 1, per_word, vec)  # the lane's last element
-        out += [
-            f"and.b32 %t, $9, {(1 << (bits - 1)) - 1};",  # (16-bit: the low half's) magnitude
-            f"setp.le.u32 %px, %t, {inf};",
-            "setp.ge.s32 %pv, $12, $13;",
-            "and.pred %px, %px, %pv;",
-            f"add.s32 %t, $12, {span};",
-            "setp.lt.s32 %pv, %t, $14;",
-            "and.pred %px, %px, %pv;",
-            "setp.le.s32 %pv, $11, $12;",
-            "setp.gt.s32 %pn, $11, %t;",
-            "or.pred %pv, %pv, %pn;",
-            "and.pred %px, %px, %pv;",
-            "@%px bra $$FAST${:uid};",
-        ]
+        out += _ptx_fast_entry(bits, inf, vec)
     bit = 0
     for c in range(WORDS):
         out += [f"set.{cmp}.u32.{ty} %f0, {w[c]}, $9;", "setp.eq.u32 %p, %f0, 0;"]
@@ -354,17 +381,7 @@ def filter_asm(
             bit += 1
         out.append(f"$$SKIP{c}${{:uid}}:")
     if fast:
-        exact = ("geu" if largest else "le") + "." + ty  # see the docstring
-        out += ["bra.uni $$SCAN${:uid};", "$$FAST${:uid}:"]
-        for c in range(WORDS):
-            if per_word == 1:
-                out += [f"setp.{exact} %p, {w[c]}, $9;", f"@%p or.b32 %mask, %mask, {1 << c};"]
-            else:  # the low half's result in %p, the high half's in %pe
-                out += [
-                    f"setp.{exact} %p|%pe, {w[c]}, $9;",
-                    f"@%p or.b32 %mask, %mask, {1 << (2 * c)};",
-                    f"@%pe or.b32 %mask, %mask, {1 << (2 * c + 1)};",
-                ]
+        out += ["bra.uni $$SCAN${:uid};"] + _ptx_fast_mask(w, bits, largest, ty)
     # the warp's exclusive scan of the lanes' hit counts (%s) and their total (%tot)
     out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;"]
     if ballot:  # no lane with two hits: the lanes below with one, counted in a ballot
