@@ -90,10 +90,6 @@ class LaunchConfig:
     single: a lane with exactly one hit places it without testing each of its words
        and elements (:func:`triton_kernels.filter_asm`); False: the general
        placement for every lane (for A/B timing).
-    reg_compact: with ``reg_search``, a compaction takes its count at the pivot key
-       from the search over the held keys (no census pass over the buffer) and copies
-       the survivors in chunks of CAP / reg_compact; 0: the census pass and CH-sized
-       chunks (for A/B timing).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -120,7 +116,6 @@ class LaunchConfig:
     ballot: bool = True
     fast: bool = True
     single: bool = True
-    reg_compact: int = 16
 
 
 def _next_pow2(v: int) -> int:
@@ -173,7 +168,7 @@ def kernel_constants(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
-        REG_SEARCH=(cfg.reg_compact or 1) if cfg.reg_search else 0,
+        REG_SEARCH=cfg.reg_search,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

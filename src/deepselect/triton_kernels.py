@@ -806,109 +806,6 @@ def _kth_largest(
 
 
 @triton.jit
-def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr):
-    """Every slot's key of the regions at ``src_k`` (counts at ``cnt_ptr``) as one
-    [CAP] tensor held in registers (empty slots 0), and which slots hold one."""
-    S: tl.constexpr = CAP // NREG
-    offs_all = tl.arange(0, CAP)
-    m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
-    keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
-    return keys, m_all
-
-
-@triton.jit
-def _bisect_keys(keys, lo_key, total, kk, tol):
-    """The kk-th largest of the held ``keys`` (all ``total`` candidates at or above
-    ``lo_key``; empty slots hold 0 and never reach a pivot above it): a bisection, or,
-    ``tol > 0``, the first pivot with between kk and kk + tol keys at or above it.
-    Also returns how many candidates are at or above the pivot."""
-    pk = lo_key
-    at = total  # candidates with key >= pk
-    hi = tl.max(keys, axis=0)
-    while pk < hi:  # invariant: at least kk candidates have key >= pk
-        mid = pk + (hi - pk) // 2 + 1
-        c = tl.sum((keys >= mid).to(tl.int32), axis=0)
-        if c >= kk:
-            pk = mid
-            at = c
-            if (tol > 0) & (c <= kk + tol):  # close enough: done
-                hi = mid
-        else:
-            hi = mid - 1
-    return pk, at
-
-
-@triton.jit
-def _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH: tl.constexpr):
-    """One pass over the buffer in chunks (see :func:`_compact`): the candidates above
-    and at key ``pk``, and the lowest and highest index among those at it."""
-    CHR: tl.constexpr = CH // NREG
-    n_gt = tl.zeros([CH], tl.int32)
-    n_eq = tl.zeros([CH], tl.int32)
-    imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
-    imax = tl.full([CH], -1, tl.int32)
-    for j in range(0, nch):
-        m = j * CHR + col < cnt_l
-        ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
-        eq = m & (ck == pk)
-        n_gt += (m & (ck > pk)).to(tl.int32)
-        n_eq += eq.to(tl.int32)
-        imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
-        imax = tl.maximum(imax, tl.where(eq, ci, -1))
-    gt = tl.sum(n_gt, axis=0)
-    eqn = tl.sum(n_eq, axis=0)
-    return gt, eqn, tl.min(imin, axis=0), tl.max(imax, axis=0)
-
-
-@triton.jit
-def _compact_regs(
-    src_k, src_i, dst_k, dst_i, cnt_ptr, total, kk, slack, lo_key, tol, addr0, col, cnt_l, nch,
-    CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, CC: tl.constexpr,
-):  # fmt: skip
-    """:func:`_compact` with fewer passes over the buffer: the count at or above the
-    pivot key comes from the search over the keys held in registers (no pass), the
-    threshold's index from the copy (the highest surviving tied index), and the copy
-    walks the buffer in chunks of CC. Only the exact index bound among too many ties
-    still takes a census pass and an index search."""
-    S: tl.constexpr = CAP // NREG
-    CCR: tl.constexpr = CC // NREG
-    pk = lo_key * 0
-    bound = total * 0 + 0x7FFFFFFF  # the highest tied index that may survive
-    if total > kk:
-        keys, _ = _held_keys(src_k, cnt_ptr, CAP)
-        pk, at = _bisect_keys(keys, lo_key, total, kk, tol)
-        if at > kk + slack:  # too many ties to keep: the exact index bound
-            gt, eqn, ilo, ihi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
-            bound = _kth_largest(
-                src_k, src_i, addr0, col, cnt_l, nch, eqn - (kk - gt) + 1,
-                ilo.to(tl.uint32), ihi.to(tl.uint32), pk, True, CH, NP,
-            ).to(tl.int32)  # fmt: skip
-    offs = tl.arange(0, CC)
-    colc = offs % CCR
-    cntc = tl.load(cnt_ptr + offs // CCR)
-    a0 = (offs // CCR) * S + colc
-    base = total * 0
-    imax = tl.full([CC], -1, tl.int32)
-    for j in range(0, (tl.max(cntc, axis=0) + CCR - 1) // CCR):
-        m = j * CCR + colc < cntc
-        ck = tl.load(src_k + a0 + j * CCR, mask=m, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(src_i + a0 + j * CCR, mask=m & (ck >= pk), other=0)
-        eq = m & (ck == pk)
-        surv = m & ((ck > pk) | (eq & (ci <= bound)))
-        imax = tl.maximum(imax, tl.where(surv & eq, ci, -1))
-        s = surv.to(tl.int32)
-        pos = base + tl.cumsum(s, axis=0) - 1
-        dst = (pos % NREG) * S + pos // NREG  # dealt round-robin over the regions
-        tl.store(dst_k + dst, ck.to(tl.int32, bitcast=True), mask=surv)
-        tl.store(dst_i + dst, ci, mask=surv)
-        base += tl.sum(s, axis=0)
-    # fewer than kk+1 candidates: the threshold stays open, as before the compaction
-    pi = tl.where(total > kk, tl.max(imax, axis=0), 0x7FFFFFFF)
-    return pk, pi, base
-
-
-@triton.jit
 def _compact(
     src_k,
     src_i,
@@ -931,8 +828,6 @@ def _compact(
     The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
     the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
     registers (a step is one compare-and-sum; CAP / 256 more registers per thread).
-    REG_SEARCH > 1: fewer passes over the buffer, the copy in chunks of CAP /
-    REG_SEARCH (:func:`_compact_regs`).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -947,17 +842,25 @@ def _compact(
     cnt_l = tl.load(cnt_ptr + offs // CHR)
     addr0 = (offs // CHR) * S + col
     nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
-    if REG_SEARCH > 1:
-        return _compact_regs(
-            src_k, src_i, dst_k, dst_i, cnt_ptr, total, kk, slack, lo_key, tol, addr0, col,
-            cnt_l, nch, CAP, CH, NP, CAP // REG_SEARCH,
-        )  # fmt: skip
     pk = lo_key * 0
     pi = total * 0 + 0x7FFFFFFF
     if total > kk:
         if REG_SEARCH:
-            keys, _ = _held_keys(src_k, cnt_ptr, CAP)
-            pk, _ = _bisect_keys(keys, lo_key, total, kk, tol)
+            offs_all = tl.arange(0, CAP)
+            m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
+            # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
+            keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+            pk = lo_key
+            hi = tl.max(keys, axis=0)
+            while pk < hi:  # invariant: at least kk candidates have key >= pk
+                mid = pk + (hi - pk) // 2 + 1
+                c = tl.sum((keys >= mid).to(tl.int32), axis=0)
+                if c >= kk:
+                    pk = mid
+                    if (tol > 0) & (c <= kk + tol):  # close enough: done
+                        hi = mid
+                else:
+                    hi = mid - 1
         else:
             vmax = tl.zeros([CH], tl.uint32)
             for j in range(0, nch):
@@ -968,7 +871,24 @@ def _compact(
             pk = _kth_largest(
                 src_k, src_i, addr0, col, cnt_l, nch, kk, lo_key, hi, lo_key, False, CH, NP
             )
-        gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
+        # census at the pivot key
+        n_gt = tl.zeros([CH], tl.int32)
+        n_eq = tl.zeros([CH], tl.int32)
+        imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
+        imax = tl.full([CH], -1, tl.int32)
+        for j in range(0, nch):
+            m = j * CHR + col < cnt_l
+            ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+            ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
+            eq = m & (ck == pk)
+            n_gt += (m & (ck > pk)).to(tl.int32)
+            n_eq += eq.to(tl.int32)
+            imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
+            imax = tl.maximum(imax, tl.where(eq, ci, -1))
+        gt = tl.sum(n_gt, axis=0)
+        eqn = tl.sum(n_eq, axis=0)
+        ilo = tl.min(imin, axis=0)
+        pi = tl.max(imax, axis=0)
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             pi = _kth_largest(
                 src_k,
