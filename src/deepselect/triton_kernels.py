@@ -30,8 +30,11 @@ running top-k, so appending must cost per hit, not per element, and a block must
 cost little more than its read. The PTX core compares packed values with the
 threshold value (``set.geu.*x2``: two elements per instruction; NaN compares
 unordered, so it passes); a warp where no lane passed — the common case — is done
-after one vote. Otherwise the lanes run the exact (key, index, window) test, scan
-their hit counts with warp shuffles and store their hits in the warp's region. The
+after one vote. Otherwise a lane whose compare is exact (its compare value is not a
+NaN, its elements lie in the window and on one side of the threshold's index) reads
+its hits off one compare per word; the others run the exact (key, index, window)
+test. The warp scans its lanes' hit counts (a ballot, or shuffles) and each lane
+stores its hits in the warp's region (a lane with one hit straight from its bit). The
 only block-wide step per block is one sum of the region counts (the trigger). On long
 rows (``w32``, see :func:`_tid32`) there is none: each warp streams its share of
 every block at its own pace and the warps meet only to compact (:func:`_meet`).
