@@ -8,7 +8,8 @@
 # SHORT=1 adds the few/short-rows table (SHORT_ARGS its options), HOST=1 small
 # calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
 # NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
-# ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure).
+# ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure),
+# SANITIZE=1 compute-sanitizer memcheck / racecheck over scripts/sanitize_cases.py.
 # The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
 # with 16 cores, 8 shards of ~20 tests each needed more than 200 s.
 # Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
@@ -47,6 +48,15 @@ if [ "${HOST:-0}" = 1 ]; then  # host / eager / graph-replay time of small calls
 fi
 if [ "${ENGINE:-0}" = 1 ]; then  # engine operations beside plain torch (issue figures)
   timeout ${ENGINE_TIMEOUT:-120} python3 benchmarks/engine_bench.py ${ENGINE_ARGS---quick} --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.txt" | tail -40
+fi
+if [ "${SANITIZE:-0}" = 1 ]; then  # compute-sanitizer over scripts/sanitize_cases.py
+  timeout ${SANITIZE_TIMEOUT:-300} python3 scripts/sanitize_cases.py >/dev/null  # compile first
+  for run in memcheck:all racecheck:block racecheck:w32; do
+    tool=${run%%:*}; cases=${run#*:}
+    echo "== $tool --cases $cases" | tee -a "$OUT/sanitize.txt"
+    timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 3 \
+      python3 scripts/sanitize_cases.py --cases $cases 2>&1 | tail -n 25 | tee -a "$OUT/sanitize.txt" | tail -3
+  done
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout ${BENCH_TIMEOUT:-100} python3 -m deepselect bench --quick --csv "$OUT/bench.csv" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -30

@@ -1,0 +1,119 @@
+"""A representative subset of the GPU kernels' launches, small enough to run under
+NVIDIA compute-sanitizer, each result checked against the oracle.
+
+    python scripts/sanitize_cases.py [--cases block|w32|all]        # warm the cache
+    compute-sanitizer --tool memcheck --error-exitcode 3 python scripts/sanitize_cases.py
+
+``block``: the streaming kernel's block-synchronous loop (bf16 / fp16 / fp32, largest
+and smallest, windows that cut blocks, sorted outputs), the short-row kernel and the
+split path (segments and merge levels). ``w32``: the streaming kernel's warp-private
+loop, whose warps poll a few shared-memory flags that other warps set without a
+barrier between them (by design: a warp sees a flag one step late at worst), which
+racecheck reports as hazards on those words. Exit status 1 if any result differs
+from the oracle (the sanitizer's own exit status reports its errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import sys
+
+import torch
+
+from deepselect.api import topk_rows
+from deepselect.distributions import make
+from deepselect.options import Order, TopkOptions
+from deepselect.oracle import oracle_topk
+from deepselect.triton_backend import launch_config, run_triton
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def _same(got, want, order: Order) -> bool:
+    """Same indices (as a set per row for unsorted outputs) and bit-equal values."""
+    gv, gi = (t.cpu() for t in got)
+    wv, wi = (t.cpu() for t in want)
+    gi, wi = gi.long(), wi.long()
+    if order is Order.NONE:
+        gp, wp = gi.argsort(dim=1), wi.argsort(dim=1)
+        gi, wi = gi.gather(1, gp), wi.gather(1, wp)
+        gv, wv = gv.gather(1, gp), wv.gather(1, wp)
+    return torch.equal(gi, wi) and torch.equal(_bits(gv), _bits(wv))
+
+
+def stream(dtype, largest: bool, order: Order, w32: bool, window: bool, dev="cuda", scale=1):
+    """One streaming-kernel launch (the loop forced either way) on NaN, ties and a
+    normal part; a window that starts and ends inside blocks. ``scale`` divides the
+    row length (a check of this script itself on the CPU, under the interpreter)."""
+    rows, n, k = 6, 150_000 // scale, 512 // scale
+    x = make("nan_hotspots", rows, n, dtype, dev, seed=11)
+    x[:, : n // 3] = make("distinct2", rows, n // 3, dtype, dev, seed=12)
+    kw = {}
+    if window:
+        kw = {
+            "begin": torch.arange(rows, device=dev) * (977 // scale) + 5,
+            "end": n - torch.arange(rows, device=dev) * (1231 // scale) - 3,
+        }
+    opt = TopkOptions(largest=largest, order=order, **kw)
+    cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None)
+    ov = torch.empty((rows, k), dtype=dtype, device=dev)
+    oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
+    run_triton(x, k, opt, ov, oi, config=cfg)
+    return _same((ov, oi), oracle_topk(x, k, opt), order)
+
+
+def short_and_split(dtype, dev="cuda", scale=1) -> bool:
+    """topk_rows on shapes its dispatch sends to the short kernel (many short rows)
+    and to the split path (two long rows: segments, then merge levels)."""
+    ok = True
+    for rows, n, k in ((64, 3000 // scale, 64 // scale), (2, 400_000 // scale, 512 // scale)):
+        x = make("normal", rows, n, dtype, dev, seed=rows)
+        for order in (Order.NONE, Order.VALUE):
+            got = topk_rows(x, k, order=order)
+            ok &= _same(got, oracle_topk(x, k, TopkOptions(order=order)), order)
+    return ok
+
+
+def cases(which: str, dev: str = "cuda", scale: int = 1):
+    """(name, thunk) pairs of the chosen set."""
+    out = []
+    if which in ("block", "all"):
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            for largest in (True, False):
+                name = f"stream block {dtype} largest={largest}"
+                out.append((name, stream, (dtype, largest, Order.VALUE, False, True)))
+        name = "stream block bf16 unsorted"
+        out.append((name, stream, (torch.bfloat16, True, Order.NONE, False, False)))
+        for dtype in (torch.bfloat16, torch.float32):
+            out.append((f"short and split {dtype}", short_and_split, (dtype,)))
+    if which in ("w32", "all"):
+        for dtype in (torch.bfloat16, torch.float32):
+            for largest in (True, False):
+                name = f"stream w32 {dtype} largest={largest}"
+                out.append((name, stream, (dtype, largest, Order.VALUE, True, True)))
+    return [(name, functools.partial(f, *args, dev=dev, scale=scale)) for name, f, args in out]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--cases", choices=("block", "w32", "all"), default="all")
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        print("needs a CUDA device", file=sys.stderr)
+        return 2
+    todo = cases(a.cases)
+    bad = 0
+    for name, run in todo:
+        ok = run()
+        bad += not ok
+        print(f"{'ok   ' if ok else 'WRONG'} {name}", flush=True)
+    print(f"{bad} of {len(todo)} cases differ from the oracle")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
