@@ -200,6 +200,26 @@ def test_check_against_oracle_demands_lowest_tied_index():
     assert bench.check_against_oracle(x, vs, is_[:, [1, 0, 2]], 3, "value") != bench.EXACT
 
 
+def test_check_against_oracle_takes_the_calls_options():
+    """With the call's TopkOptions: windows (per-row tensors, taken for the compared
+    rows), the smallest, fills where a window is short."""
+    x = torch.tensor([[5.0, 4.0, 1.0, 3.0, 2.0, 0.0]] * 4)
+    opt = TopkOptions(
+        largest=False,
+        order=Order.VALUE,
+        begin=torch.tensor([0, 1, 2, 4]),
+        end=torch.tensor([6, 5, 4, 5]),
+    )
+    v, i = oracle_topk(x, 3, opt)
+    assert bench.check_against_oracle(x, v, i, 3, opt, max_rows=2) == bench.EXACT
+    assert bench.check_against_oracle(x, v, i, 3, opt) == bench.EXACT
+    # the same outputs judged without the window: they are not the rows' top-3
+    assert bench.check_against_oracle(x, v, i, 3, "value").startswith("inexact")
+    wrong = i.clone()
+    wrong[3, 1] = 0  # the fill of the one-element window replaced by an index
+    assert bench.check_against_oracle(x, v, wrong, 3, opt).startswith("inexact")
+
+
 # ---------------------------------------------------------------------- timing
 
 

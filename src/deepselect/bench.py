@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import importlib
 import importlib.util
 import math
@@ -332,7 +333,7 @@ def check_against_oracle(
     values: torch.Tensor | None,
     indices: torch.Tensor,
     k: int,
-    order: str,
+    order: str | TopkOptions,
     *,
     max_rows: int = 8,
 ) -> str:
@@ -340,6 +341,8 @@ def check_against_oracle(
 
     Ties go to the lowest index in the contract, so the selected index *set* is unique;
     rows are spread evenly over the batch (first and last included) to keep this cheap.
+    ``order``: the output order, or the call's whole :class:`TopkOptions` (windows,
+    ``largest``, offsets: per-row tensors are taken for the compared rows).
 
     Returns:
         ``"exact"`` or ``"inexact: <reason>"``.
@@ -351,12 +354,19 @@ def check_against_oracle(
         return EXACT
     take = min(rows, max_rows)
     sel = torch.linspace(0, rows - 1, take).round().to(torch.int64).unique()
-    opt = TopkOptions(order=Order.parse(order), index_dtype=indices.dtype)
+    if isinstance(order, TopkOptions):
+        per_row = ("begin", "end", "index_offset")
+        opt = dataclasses.replace(order, **{
+            f: getattr(order, f)[sel.to(getattr(order, f).device)]
+            for f in per_row if isinstance(getattr(order, f), torch.Tensor)
+        })  # fmt: skip
+    else:
+        opt = TopkOptions(order=Order.parse(order), index_dtype=indices.dtype)
     want_v, want_i = oracle_topk(x[sel.to(x.device)], k, opt)
     got_i = indices[sel.to(indices.device)].to(torch.int64)
     want_i = want_i.to(torch.int64)
     got_v = values[sel.to(values.device)] if values is not None else None
-    if Order.parse(order) is Order.NONE:
+    if opt.order is Order.NONE:
         gp, wp = got_i.argsort(dim=1, stable=True), want_i.argsort(dim=1, stable=True)
         got_i, want_i = got_i.gather(1, gp), want_i.gather(1, wp)
         if got_v is not None:
