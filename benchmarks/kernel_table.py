@@ -121,6 +121,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, fast=False)
     if part == "nosingle":
         return dataclasses.replace(cfg, single=False)
+    if part == "twobar":
+        return dataclasses.replace(cfg, one_barrier=False)
     if re.fullmatch(r"tol\d+", part):
         return dataclasses.replace(cfg, search_tol=int(part[3:]))
     if re.fullmatch(r"z\d+", part):
@@ -144,7 +146,7 @@ def main() -> None:
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
-        "by the general loop), zN (the "
+        "by the general loop), twobar (the per-block trigger as tl.sum), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
@@ -193,6 +195,7 @@ def main() -> None:
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")
+                + ("" if cfg.one_barrier else "/2b")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )

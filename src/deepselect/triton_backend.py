@@ -90,6 +90,9 @@ class LaunchConfig:
     single: a lane with exactly one hit places it without testing each of its words
        and elements (:func:`triton_kernels.filter_asm`); False: the general
        placement for every lane (for A/B timing).
+    one_barrier: the block-synchronous loop's per-block trigger sums the warps' counts
+       through shared memory with one barrier (each lane reads all of them); False:
+       a block-wide ``tl.sum`` (two barriers; for A/B timing).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -116,6 +119,7 @@ class LaunchConfig:
     ballot: bool = True
     fast: bool = True
     single: bool = True
+    one_barrier: bool = True
 
 
 def _next_pow2(v: int) -> int:
@@ -176,6 +180,7 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SEARCH_TOL=cfg.search_tol,
+        ONE_BARRIER=cfg.one_barrier,
     )
 
 

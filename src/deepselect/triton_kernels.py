@@ -745,6 +745,44 @@ def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.
     )  # fmt: skip
 
 
+# the trigger's slots: 2 x 8 words of shared memory from byte 16 (past the w32 sync
+# words; Triton's own reductions use these bytes only between barriers elsewhere).
+# Lane 0 of each warp stores $1 to slot $2 (0 or 1), word warp; the block-sync
+# loop has no Triton shared-memory use between this store and the reads after the
+# barrier
+TRIG_STORE_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %t, %l, %a; mov.u32 %t, %tid.x; and.b32 %l, %t, 31; "
+    "setp.eq.u32 %p, %l, 0; shr.u32 %t, %t, 5; shl.b32 %a, $2, 5; add.u32 %a, %a, 16; "
+    "shl.b32 %t, %t, 2; add.u32 %a, %a, %t; mov.b32 %t, global_smem; add.u32 %a, %a, %t; "
+    "@%p st.shared.b32 [%a], $1; mov.b32 $0, 0; }"
+)
+# every lane: the sum of slot $1's 8 words
+TRIG_SUM_ASM = tl.constexpr(
+    "{ .reg .b32 %a<8>, %p; shl.b32 %p, $1, 5; add.u32 %p, %p, 16; mov.b32 %a0, global_smem; "
+    "add.u32 %p, %p, %a0; ld.shared.v4.b32 {%a0, %a1, %a2, %a3}, [%p]; "
+    "ld.shared.v4.b32 {%a4, %a5, %a6, %a7}, [%p+16]; add.s32 %a0, %a0, %a1; "
+    "add.s32 %a2, %a2, %a3; add.s32 %a4, %a4, %a5; add.s32 %a6, %a6, %a7; "
+    "add.s32 %a0, %a0, %a2; add.s32 %a4, %a4, %a6; add.s32 $0, %a0, %a4; }"
+)
+
+
+@triton.jit
+def _trigger_sum(val, parity):
+    """The block-wide sum of ``val`` ([256]: each warp's count, the same in every
+    lane) as a scalar, with one barrier: each warp's lane 0 stores it to slot
+    ``parity`` in shared memory, and after the barrier every lane adds the 8 words
+    itself (a [32]-shaped value, reduced within the warp), so no second barrier."""
+    tl.inline_asm_elementwise(
+        TRIG_STORE_ASM, "=r,r,r", [val, val * 0 + parity], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()
+    z32 = tl.zeros([32], tl.int32)
+    s = tl.inline_asm_elementwise(
+        TRIG_SUM_ASM, "=r,r", [z32 + parity], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    return tl.max(s, axis=0)
+
+
 @triton.jit
 def _publish32(wcnt32, cnt_ptr):
     """Each warp's count to ``cnt_ptr[warp]``; then a barrier, and the total."""
@@ -1191,14 +1229,22 @@ def _publish_and_compact(
 @triton.jit
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
-    USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr,
-    NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
+    parity, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+    ONE_BARRIER: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
     due, a compaction from half ``cur`` into the other. Returns the threshold, the
-    count, the half, both count forms and (PROFILE) the compaction's cycles."""
+    count, the half, both count forms and (PROFILE) the compaction's cycles.
+
+    ONE_BARRIER (PTX path): each warp's leader stores its count to slot ``parity``
+    (0 or 1, alternating from check to check) in shared memory, and after one
+    barrier every lane sums the slot itself (:func:`_trigger_sum`), where ``tl.sum``
+    takes two barriers and shuffles. Two slots: a warp can store the next
+    check's count while another still reads this one; the one after that is past
+    the next check's barrier."""
     S: tl.constexpr = CAP // NREG
     LIMIT: tl.constexpr = S - CHECK_EVERY * (B // NREG)
     BIG: tl.constexpr = 1 << 24  # flags a full region in the sum
@@ -1206,7 +1252,9 @@ def _check(
     warp = t // 32
     leader = (t % 32) == 0
     regs = tl.arange(0, NREG)
-    if USE_ASM:
+    if USE_ASM and ONE_BARRIER:
+        tot = _trigger_sum(wcnt + tl.where(wcnt > LIMIT, BIG, 0), parity)
+    elif USE_ASM:
         tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
     else:
         tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
@@ -1282,6 +1330,7 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SEARCH_TOL: tl.constexpr = 0,
+    ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -1293,9 +1342,10 @@ def deepselect_rows_kernel(
     x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
     when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
     scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
-    cand_cnt: ``[G, NREG]`` region counts; outputs ``[rows, k]`` with their row
-    strides. See the module docstring. PAGED: indices go out mapped through a page
-    table (see :func:`_out_index`; the engine's paged indexer top-k).
+    cand_cnt: ``[G, NREG]`` region counts; outputs
+    ``[rows, k]`` with their row strides. See the module docstring. PAGED: indices go
+    out mapped through a page table (see :func:`_out_index`; the engine's paged
+    indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
     into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
@@ -1489,8 +1539,8 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
-                                PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                sample_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
+                                CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -1498,8 +1548,9 @@ def deepselect_rows_kernel(
                             if (done % CHECK_EVERY == 0) | (done == nblk):
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    sample_n, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
-                                    CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                    sample_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
+                                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
+                                    PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
