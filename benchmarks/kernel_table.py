@@ -123,6 +123,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, single=False)
     if part == "twobar":
         return dataclasses.replace(cfg, one_barrier=False)
+    if part == "noregties":
+        return dataclasses.replace(cfg, reg_ties=False)
     if re.fullmatch(r"tol\d+", part):
         return dataclasses.replace(cfg, search_tol=int(part[3:]))
     if re.fullmatch(r"z\d+", part):
@@ -137,6 +139,11 @@ def main() -> None:
     p.add_argument("--dist", default="normal")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated DTYPE:BATCH:N (e.g. fp32:256:129280): only those cases",
+    )
+    p.add_argument(
         "--variant",
         default="default",
         help="comma-separated launch variants: default, other (the other compaction key "
@@ -146,7 +153,8 @@ def main() -> None:
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
-        "by the general loop), twobar (the per-block trigger as tl.sum), zN (the "
+        "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
+        "(tie-index search by chunked passes), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
@@ -169,7 +177,10 @@ def main() -> None:
                 apply_variant(launch_config(torch.float32, 512), part, 512)
             except ValueError as e:
                 p.error(str(e))
+    only = None if a.only is None else set(a.only.split(","))
     for dts, rows, n, k, order in QUICK if a.quick else CASES:
+        if only is not None and f"{dts}:{rows}:{n}" not in only:
+            continue
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
@@ -196,6 +207,7 @@ def main() -> None:
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")
                 + ("" if cfg.one_barrier else "/2b")
+                + ("" if cfg.reg_ties else "/nrt")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )
