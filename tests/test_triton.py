@@ -493,8 +493,8 @@ def test_gpu_warp_private_stream(kind, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "variant",
-    [{"fast": False}, {"single": False}, {"one_barrier": False}],
-    ids=["nofast", "nosingle", "twobar"],
+    [{"fast": False}, {"single": False}, {"one_barrier": False}, {"reg_ties": False}],
+    ids=["nofast", "nosingle", "twobar", "noregties"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):

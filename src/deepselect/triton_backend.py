@@ -93,6 +93,10 @@ class LaunchConfig:
     one_barrier: the block-synchronous loop's per-block trigger sums the warps' counts
        through shared memory with one barrier (each lane reads all of them); False:
        a block-wide ``tl.sum`` (two barriers; for A/B timing).
+    reg_ties: with ``reg_search``, a compaction with more candidates tied at the pivot
+       key than may survive finds the exact index bound by a bisection over the tied
+       indices held in registers; False: the chunked passes over the buffer (for A/B
+       timing).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -120,6 +124,7 @@ class LaunchConfig:
     fast: bool = True
     single: bool = True
     one_barrier: bool = True
+    reg_ties: bool = True
 
 
 def _next_pow2(v: int) -> int:
@@ -172,7 +177,7 @@ def kernel_constants(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
-        REG_SEARCH=cfg.reg_search,
+        REG_SEARCH=(2 if cfg.reg_ties else 1) if cfg.reg_search else 0,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

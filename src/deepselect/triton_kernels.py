@@ -847,6 +847,30 @@ def _kth_largest(
 
 
 @triton.jit
+def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
+    """The ``need``-th lowest index among the candidates whose key is ``pk`` (their
+    indices span ``[ilo, ihi]``): the indices held in registers (-1 for the others)
+    and a bisection over the index range, a compare and a sum a step, where the
+    passes of :func:`_kth_largest` reread the buffer from L2 every pass."""
+    S: tl.constexpr = CAP // NREG
+    offs_all = tl.arange(0, CAP)
+    m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
+    keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+    tied = m_all & (keys == pk)
+    idx = tl.load(src_i + offs_all, mask=tied, other=-1)
+    lo = ilo
+    hi = ihi
+    while lo < hi:  # invariant: the answer is in [lo, hi]
+        mid = lo + (hi - lo) // 2
+        c = tl.sum(((idx >= 0) & (idx <= mid)).to(tl.int32), axis=0)
+        if c >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@triton.jit
 def _compact(
     src_k,
     src_i,
@@ -868,7 +892,8 @@ def _compact(
 
     The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
     the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
-    registers (a step is one compare-and-sum; CAP / 256 more registers per thread).
+    registers (a step is one compare-and-sum; CAP / 256 more registers per thread;
+    REG_SEARCH == 2 bisects the tied indices in registers too).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -931,21 +956,24 @@ def _compact(
         ilo = tl.min(imin, axis=0)
         pi = tl.max(imax, axis=0)
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
-            pi = _kth_largest(
-                src_k,
-                src_i,
-                addr0,
-                col,
-                cnt_l,
-                nch,
-                eqn - (kk - gt) + 1,
-                ilo.to(tl.uint32),
-                pi.to(tl.uint32),
-                pk,
-                True,
-                CH,
-                NP,
-            ).to(tl.int32)
+            if REG_SEARCH == 2:  # the (kk - gt)-th lowest tied index, from registers
+                pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP)
+            else:
+                pi = _kth_largest(
+                    src_k,
+                    src_i,
+                    addr0,
+                    col,
+                    cnt_l,
+                    nch,
+                    eqn - (kk - gt) + 1,
+                    ilo.to(tl.uint32),
+                    pi.to(tl.uint32),
+                    pk,
+                    True,
+                    CH,
+                    NP,
+                ).to(tl.int32)
     # survivors to the other half, dealt round-robin over its regions
     base = total * 0
     for j in range(0, nch):
