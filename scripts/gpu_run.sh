@@ -8,6 +8,7 @@
 # SHORT=1 adds the few/short-rows table (SHORT_ARGS its options), HOST=1 small
 # calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
 # NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
+# NCU_SOURCE="name:one_call.py args;..." each launch's stall samples per SASS instruction,
 # ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure),
 # SANITIZE=1 compute-sanitizer memcheck / racecheck over scripts/sanitize_cases.py (our
 # kernels only: torch's are excluded).
@@ -39,6 +40,19 @@ if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, norm
       --section SourceCounters --section InstructionStats \
       --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
       python3 one_call.py $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "stalled|Warp Cycles|Issued Warp|Eligible Warps|Memory Throughput|L2 Hit" | sort -k3 -g -r | head -30
+  done
+fi
+if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one launch each:
+  # NCU_SOURCE="name:one_call.py args;..." -> $OUT/src_<name>.csv (ncu's source page)
+  IFS=';' read -ra runs <<<"$NCU_SOURCE"
+  for r in "${runs[@]}"; do
+    name=${r%%:*}; args=${r#*:}
+    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --kernel-name regex:deepselect_rows_kernel \
+      --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
+      -f -o "/tmp/src_$name" python3 one_call.py $args) >>"$OUT/ncu_src.log" 2>&1
+    ncu --import "/tmp/src_$name.ncu-rep" --page source --csv --print-source sass >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log" \
+      || ncu --import "/tmp/src_$name.ncu-rep" --page source --csv >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log"
+    echo "ncu source $name: $(wc -l <"$OUT/src_$name.csv") lines"
   done
 fi
 if [ "${SHORT:-0}" = 1 ]; then
