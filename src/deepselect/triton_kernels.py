@@ -636,12 +636,16 @@ LOAD32_ASM = tl.constexpr(load32_asm())
 # 0..7 "warp w has filtered all its blocks" (0 or 1), word 2 "a compaction is
 # wanted". One 16-byte load reads it all (SYNC_READ_ASM), issued when a step starts
 # so that its latency passes under the filter; POLL_ASM then decides with it.
-SYNC_READ_ASM = tl.constexpr("ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [global_smem];")
+SYNC_READ_ASM = tl.constexpr("ld.volatile.shared.v4.b32 {$0, $1, $2, $3}, [$5];")
+# the shared-memory address of those words, taken once per program: a symbol's
+# address in a (non-pure) asm of the loop is computed again at every step
+SMEM_BASE_ASM = tl.constexpr("mov.u32 $0, global_smem;")
 # $0: bit 0 the wanted-flag (as read in $5, or raised here if $1 > $2: this warp's
-# region is nearly full), bit 1 every warp done (the done bytes $3, $4 as read).
+# region is nearly full), bit 1 every warp done (the done bytes $3, $4 as read);
+# $6 the words' address (SMEM_BASE_ASM).
 POLL_ASM = tl.constexpr(
     "{ .reg .pred %p; .reg .b32 %a, %w; setp.gt.s32 %p, $1, $2; "
-    "@%p st.volatile.shared.b32 [global_smem+8], 1; selp.b32 %w, 1, $5, %p; "
+    "@%p st.volatile.shared.b32 [$6+8], 1; selp.b32 %w, 1, $5, %p; "
     "and.b32 %a, $3, $4; setp.eq.u32 %p, %a, 0x01010101; selp.b32 %a, 2, 0, %p; "
     "or.b32 $0, %a, %w; }"
 )
@@ -657,21 +661,30 @@ NAP_ASM = tl.constexpr("{ nanosleep.u32 64; mov.b32 $0, 0; }")
 
 
 @triton.jit
-def _sync_read(dep32):
-    """The sync state as it is now (see SYNC_READ_ASM): done bytes, wanted, spare."""
+def _smem_base(dep32):
+    """The shared-memory address of the sync words (see SMEM_BASE_ASM)."""
     return tl.inline_asm_elementwise(
-        SYNC_READ_ASM, "=r,=r,=r,=r,r", [dep32],
+        SMEM_BASE_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def _sync_read(dep32, sb32):
+    """The sync state as it is now (see SYNC_READ_ASM; ``sb32`` from
+    :func:`_smem_base`): done bytes, wanted, spare."""
+    return tl.inline_asm_elementwise(
+        SYNC_READ_ASM, "=r,=r,=r,=r,r,r", [dep32, sb32],
         dtype=(tl.int32,) * 4, is_pure=False, pack=1,
     )  # fmt: skip
 
 
 @triton.jit
-def _poll(wcnt32, limit, d0, d1, wanted):
+def _poll(wcnt32, limit, d0, d1, wanted, sb32):
     """Warp-uniform sync state from a :func:`_sync_read` (see POLL_ASM): bit 0 a
     compaction is wanted (raised here if this warp's count exceeds ``limit``), bit 1
     every warp is done."""
     st = tl.inline_asm_elementwise(
-        POLL_ASM, "=r,r,r,r,r,r", [wcnt32, wcnt32 * 0 + limit, d0, d1, wanted],
+        POLL_ASM, "=r,r,r,r,r,r,r", [wcnt32, wcnt32 * 0 + limit, d0, d1, wanted, sb32],
         dtype=tl.int32, is_pure=False, pack=1,
     )  # fmt: skip
     return tl.max(st, axis=0)
@@ -1028,8 +1041,9 @@ def _meet(
     ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
     z32 = tl.zeros([32], tl.int32)
     tl.debug_barrier()  # every warp is here: its appends and its done byte are in
-    d0, d1, wanted, _ = _sync_read(z32)
-    fin = _poll(z32, 0, d0, d1, wanted) >> 1  # the same in every warp
+    sb32 = _smem_base(z32)
+    d0, d1, wanted, _ = _sync_read(z32, sb32)
+    fin = _poll(z32, 0, d0, d1, wanted, sb32) >> 1  # the same in every warp
     total = _publish32(z32 + wcount, cnt_ptr)
     kk = tl.where(fin != 0, k, _first_kk(total, k, sample_n, ti, SAMPLE_Z))
     slack = tl.where(fin != 0, 0, B2 // 2)
@@ -1157,7 +1171,7 @@ def _next_block(j, j3, q, a, mm, nblk, p):
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, mm, p, first, lo, hi, i, nblk,
     wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
-    acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
@@ -1179,7 +1193,7 @@ def _warp_step(
     # the other warps' state, read before the filter: a warp sees a wanted-flag one
     # step later than a read after it would, and its own region still has room for
     # that step (each warp checks its own count after every block)
-    d0, d1, wanted, _ = _sync_read(wc32)
+    d0, d1, wanted, _ = _sync_read(wc32, sb32)
     if i < nblk:
         if PROFILE:
             t0 = _clock32(w7)
@@ -1208,7 +1222,7 @@ def _warp_step(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
-    if _poll(wc32, LIMIT, d0, d1, wanted) != 0:  # a compaction is wanted, or all done
+    if _poll(wc32, LIMIT, d0, d1, wanted, sb32) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
@@ -1483,23 +1497,24 @@ def deepselect_rows_kernel(
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
                     fin = row * 0
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
+                    sb32 = _smem_base(zero32)
                     while fin == 0:
                         (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp, count,
                          cur, fin, acc) = _warp_step(
                             a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS, KEY_MASK,
-                            SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD, PROFILE,
-                            SAMPLE_Z, SEARCH_TOL,
+                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32, KEY_BITS,
+                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
+                            PROFILE, SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
                              count, cur, fin, acc) = _warp_step(
                                 b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
-                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, KEY_BITS,
-                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
-                                PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32,
+                                KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
+                                REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
