@@ -125,6 +125,9 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, one_barrier=False)
     if part == "noregties":
         return dataclasses.replace(cfg, reg_ties=False)
+    if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
+        ch = int(part[2:])
+        return dataclasses.replace(cfg, CH=ch, NP=max(2, 4096 // ch))
     if re.fullmatch(r"tol\d+", part):
         return dataclasses.replace(cfg, search_tol=int(part[3:]))
     if re.fullmatch(r"z\d+", part):
@@ -154,7 +157,7 @@ def main() -> None:
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
         "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
-        "(tie-index search by chunked passes), zN (the "
+        "(tie-index search by chunked passes), chN (compaction chunks of N), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
@@ -208,6 +211,7 @@ def main() -> None:
                 + ("" if cfg.single else "/nos")
                 + ("" if cfg.one_barrier else "/2b")
                 + ("" if cfg.reg_ties else "/nrt")
+                + ("" if cfg.CH == 512 else f"/ch{cfg.CH}")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")
             )
