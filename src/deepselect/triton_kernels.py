@@ -715,17 +715,11 @@ PREFETCH_ASM = tl.constexpr(
 
 
 @triton.jit
-def _whole_block(wstart, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
-    """``live`` and the block at word ``wstart`` lies wholly in the window [lo, hi)."""
-    blk = wstart * (32 // KEY_BITS)
-    return live & (blk >= lo) & (blk + B <= hi)
-
-
-@triton.jit
-def _prefetch32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
-    """This warp's share of the block at word ``wstart`` into L2, if ``live`` and the
-    block lies in the window; one lane per 128-byte line asks."""
-    go = _whole_block(wstart, lo, hi, live, B, KEY_BITS) & ((woff32 & 31) == 0)
+def _prefetch32(xw_row, wstart, woff32, live):
+    """This warp's share of the block at word ``wstart`` into L2, if ``live``; one lane
+    per 128-byte line asks. Only middle blocks are asked for, and they lie wholly in
+    the window (see :func:`_load32`)."""
+    go = live & ((woff32 & 31) == 0)
     return tl.inline_asm_elementwise(
         PREFETCH_ASM, "=r,l,r", [xw_row + wstart + woff32, go.to(tl.int32)],
         dtype=tl.int32, is_pure=False, pack=1,
@@ -742,11 +736,15 @@ PUBLISH_ASM = tl.constexpr(
 
 
 @triton.jit
-def _load32(xw_row, wstart, woff32, lo, hi, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
-    """A block's 8 words per thread into warp-private tensors (see :func:`load32_asm`);
-    nothing if not live."""
+def _load32(xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr, KEY_BITS: tl.constexpr):
+    """Block ``j`` of the row's ``nblk`` (from block ``first``): its 8 words per thread
+    into warp-private tensors (see :func:`load32_asm`); nothing if not live. The
+    middle blocks ``1 .. nblk - 2`` lie wholly in the window [lo, hi) (block 0 holds
+    ``lo``, block ``nblk - 1`` the element before ``hi``) and take the 16-byte loads;
+    the two ends test each word."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
-    full = _whole_block(wstart, lo, hi, live, B, KEY_BITS).to(tl.int32)
+    wstart = (j + first) * (B // PER_WORD)
+    full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
     wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
     whi = (hi + PER_WORD - 1) // PER_WORD
     first = wstart + woff32
@@ -1206,14 +1204,11 @@ def _warp_step(
             new = wc32 - before
             acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
-            xw_row, (jl + first) * (B // PER_WORD), woff32, lo, hi, i + 2 < nblk, B, KEY_BITS
+            xw_row, jl, first, woff32, lo, hi, nblk, i + 2 < nblk, B, KEY_BITS
         )
-        if AHEAD > 0:
+        if AHEAD > 0:  # a middle block (live only where nblk > AHEAD + 2)
             jp = _next_mid(jl, a_pf, mm)
-            _prefetch32(
-                xw_row, (jp + first) * (B // PER_WORD), woff32, lo, hi,
-                i + 2 + AHEAD < nblk, B, KEY_BITS,
-            )  # fmt: skip
+            _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, i + 2 + AHEAD < nblk)
         jn = _next_block(jl, ja, i + 3, a, mm, nblk, p)
         ja = jl  # the block this word set now holds
         jl = jn
@@ -1486,12 +1481,11 @@ def deepselect_rows_kernel(
                     acc = zero32  # profiling counters (see _warp_step)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
-                    WB: tl.constexpr = B // PER_WORD  # words per block
                     a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                        xw_row, (ja + first) * WB, woff32, lo, hi, nblk > 0, B, KEY_BITS
+                        xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
                     )
                     b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                        xw_row, (jb + first) * WB, woff32, lo, hi, nblk > 1, B, KEY_BITS
+                        xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
                     )
                     jl = jc  # the next block to load
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
