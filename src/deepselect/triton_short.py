@@ -26,17 +26,17 @@ How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
    k-th key and the number of keys above it. With ``radix_bits = 6`` a 16-bit key
    takes 3 passes (digits of 5, 5 and 6 bits) and a 32-bit key 6; a digit that is
    the same in every valid key (known from ``min ^ max``) takes none. Invalid
-   elements hold key 0 and are taken off the digit-0 bin by their number, so they
-   need no mask of their own. The count of keys ``> P`` is the sum of the keys above
-   the chosen bins. Triton lowers the histogram to warp ballots (3.6: one ballot per
-   digit bit and per mask per element, a popcount per bin a thread owns) or to
-   shared-memory atomics (newer releases); either costs a few instructions per
-   element and bit, against ~10 for the counting search below.
+   elements hold key 0, the bottom of every histogram, where they cannot move the
+   choice, so they need no mask of their own. The count of keys ``> P`` is the sum
+   of the keys above the chosen bins. Triton 3.6 lowers the histogram to warp
+   ballots (one per digit bit and one for the mask, per element, and a popcount per
+   32 bins): ~23-30 instructions per element held for a 5-6 bit digit (ptxas,
+   sm_90), newer releases to shared-memory atomics.
    The older search stays selectable (``ShortConfig(radix=False)``): an ``NP``-ary
    search that counts the valid keys ``>= p`` for ``NP`` pivots spread over the
-   remaining range ``[lo, hi]`` in one reduction per step and keeps the sub-range
-   holding the answer; with ``NP = 8`` a 16-bit key takes at most 6 steps and a
-   32-bit key at most 11.
+   remaining range ``[lo, hi]`` in one reduction per step (~34 instructions per
+   element with ``NP = 8``) and keeps the sub-range holding the answer; a 16-bit key
+   takes at most 6 steps, a 32-bit key at most 11.
 3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
    every selected element its output slot: all keys above ``P``, then the
    ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow element order,
@@ -155,7 +155,7 @@ def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr
 
 @triton.jit
 def _radix_pass(
-    keys, prefix, rem, above, ninv, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
+    keys, prefix, rem, above, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
 ):
     """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
     ``rem``-th largest among the valid keys whose bits above the digit equal those of
@@ -163,22 +163,20 @@ def _radix_pass(
 
     The histogram counts bins from the top (bin ``j`` holds digit ``2^WIDTH - 1 - j``),
     so that one inclusive cumulative sum gives, per bin, the keys at or above its
-    digit. Invalid elements hold key 0: they fall into the digit-0 bin while the prefix
-    so far is 0, and their number ``ninv`` is taken off that bin (no per-element mask
-    for them). Invariant: at least ``rem >= 1`` matching valid keys exist, so a bin is
-    found. Returns the prefix with this digit set, the rank left inside the chosen
-    digit and the count of valid keys above the new prefix."""
+    digit. Invalid elements hold key 0, so they can only fall into the last bin (digit
+    0, while the prefix so far is 0), and they need no mask: they add to no count
+    above it, and the last bin is chosen exactly when the bins above it hold fewer
+    than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
+    valid keys exist, so a bin is found. Returns the prefix with this digit set, the
+    rank left inside the chosen digit and the count of valid keys above the new
+    prefix."""
     NB: tl.constexpr = 1 << WIDTH
     rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
     if TOP:
         h = tl.histogram(rbin, NB)
-        ninv_here = ninv
     else:
         match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
         h = tl.histogram(rbin, NB, mask=match)
-        ninv_here = tl.where((prefix >> (SHIFT + WIDTH)) == 0, ninv, 0)
-    j = tl.arange(0, NB)
-    h = h - tl.where(j == NB - 1, ninv_here, 0)
     c = tl.cumsum(h, axis=0)
     # the bins strictly above the chosen one are those still short of rem: their number
     # (the chosen bin's position) and their keys in one sum, the number in bits 20+
@@ -190,9 +188,7 @@ def _radix_pass(
 
 
 @triton.jit
-def _radix_select(
-    keys, nv, kmax, kmin, k, NMAX: tl.constexpr, BITS: tl.constexpr, RB: tl.constexpr
-):
+def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr):
     """The k-th largest valid key P and the number of valid keys above it, by a radix
     select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
     ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
@@ -203,7 +199,6 @@ def _radix_select(
     no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
     selected; the result is then unused)."""
     NPASS: tl.constexpr = (BITS + RB - 1) // RB
-    ninv = NMAX - nv
     prefix = (kmin * 0).to(tl.uint32)
     rem = tl.minimum(k, nv)
     above = nv * 0
@@ -216,7 +211,6 @@ def _radix_select(
                 prefix,
                 rem,
                 above,
-                ninv,
                 BITS - ((t + 1) * BITS) // NPASS,
                 ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
                 t == 0,
@@ -343,7 +337,7 @@ def short_rows_kernel(
         kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
     if RADIX:
-        pk, above = _radix_select(keys, nv, kmax, kmin, k, NMAX, 16 if RAW16 else 32, RADIX_BITS)
+        pk, above = _radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
     else:
         pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
