@@ -454,6 +454,11 @@ class ShortConfig:
         per element about 3 instructions per digit bit plus a popcount per 32 bins,
         and pads a histogram to 32 bins, so 5-6 bits per pass do the least work
         (ptxas, sm_90, 4096 keys: 6 gives 16-bit keys 3 passes and 32-bit keys 6).
+    reg_cap: register cap of every launch (0: :meth:`Level.maxnreg`'s). At 4096 keys
+        and 8 warps (ptxas, sm_90, Triton 3.6) the counting search takes 64 registers
+        under the default cap of 128, room for 4 programs per SM; the radix select
+        takes all 128 (its ballots are hoisted), 96 without spills, 80 with 24-52
+        bytes of spill, 64 with ~100-170: a cap to time for occupancy.
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -470,6 +475,7 @@ class ShortConfig:
     fused_stats: bool | None = None
     radix: bool = True
     radix_bits: int = 6
+    reg_cap: int = 0
 
     __hash__ = _hash_once
 
@@ -644,7 +650,7 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        cap = None if interp else lv.maxnreg(plan.kp)
+        cap = None if interp else (plan.cfg.reg_cap or lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
