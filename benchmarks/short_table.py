@@ -1,12 +1,18 @@
 """Few rows and short rows on a GPU: the register-resident short/split path beside
 the streaming kernel and torch.topk, in one run (every result checked first).
 
-    python benchmarks/short_table.py [--repeats 20]
+    python benchmarks/short_table.py [--repeats 20] [--variant radix,old] [--only bf16:4096:4096]
+
+``--variant`` times the short path once per pivot search (a row each, the streaming
+kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
+``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
+each optionally with a register cap, ``radix@80``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import torch
 from kernel_table import DT, check, copies_for, draw, time_ms
@@ -14,7 +20,7 @@ from kernel_table import DT, check, copies_for, draw, time_ms
 from deepselect import bench
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import _sm_count, run_triton
-from deepselect.triton_short import describe, run_short, short_path
+from deepselect.triton_short import ShortConfig, describe, run_short, short_path
 
 SHAPES = [  # dtype, batch, N, k
     ("bf16", 1, 1 << 20, 512),
@@ -27,23 +33,50 @@ SHAPES = [  # dtype, batch, N, k
 ]
 
 
+def variant_config(name: str) -> ShortConfig:
+    """``radix`` (the default config), ``radixB`` (B-bit digits) or ``old`` (the
+    counting pivot search), each optionally ``@R`` for a register cap of R."""
+    base, _, cap = name.partition("@")
+    if base == "old":
+        cfg = ShortConfig(radix=False)
+    elif base == "radix":
+        cfg = ShortConfig()
+    elif base.startswith("radix") and base[5:].isdigit():
+        cfg = ShortConfig(radix_bits=int(base[5:]))
+    else:
+        raise SystemExit(f"--variant: radix, radixB or old, each optionally @CAP; got {name!r}")
+    return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument(
+        "--variant",
+        default="radix",
+        help="comma-separated pivot searches: radix, radixB (B-bit digits), old; @CAP: reg cap",
+    )
+    p.add_argument(
+        "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"
+    )
     a = p.parse_args()
+    variants = [(v, variant_config(v)) for v in a.variant.split(",")]
+    shapes = SHAPES
+    if a.only:
+        dts, b, n = a.only.split(":")
+        shapes = [(dts, int(b), int(n), 512)]
     sm = _sm_count(0)
     print(
-        f"{'shape':24s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} {'topk ms':>8s} "
-        f"{'empty ms':>8s} | {'x topk':>6s} {'TB/s':>5s} chk"
+        f"{'shape':24s} {'search':8s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} "
+        f"{'topk ms':>8s} {'empty ms':>8s} | {'x topk':>6s} {'TB/s':>5s} chk"
     )
     empty = torch.empty(0, device="cuda")
-    for dts, rows, n, k in SHAPES:
+    for dts, rows, n, k in shapes:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
         inputs = [draw("normal", rows, n, dtype, s) for s in range(copies_for(nbytes))]
         opt = TopkOptions()
-        plan = short_path(inputs[0], k, opt, sm)
 
         def out(x, k=k):
             return (
@@ -56,28 +89,31 @@ def main() -> None:
             run_triton(x, k, opt, v, i, grid=min(x.shape[0], 2 * sm))
             return v, i
 
-        def short(x, k=k, opt=opt, plan=plan):
-            v, i = out(x)
-            run_short(x, k, opt, v, i, plan)
-            return v, i
-
-        status = "-"
-        t_short = float("nan")
-        if plan is not None:
-            status = check(inputs[0], k, "none", *short(inputs[0]))
-            t_short = time_ms(short, inputs, a.repeats)
         s2 = check(inputs[0], k, "none", *stream(inputs[0]))
         t_stream = time_ms(stream, inputs, a.repeats)
         t_topk = time_ms(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
         t_empty = time_ms(lambda x: empty.zero_(), inputs, a.repeats)
-        best = min(t for t in (t_short, t_stream) if t == t)
-        tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
-        print(
-            f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
-            + f" {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} {t_topk:8.3f} "
-            f"{t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
-            flush=True,
-        )
+        for vname, cfg in variants:
+            plan = short_path(inputs[0], k, opt, sm, cfg)
+
+            def short(x, k=k, opt=opt, plan=plan):
+                v, i = out(x)
+                run_short(x, k, opt, v, i, plan)
+                return v, i
+
+            status = "-"
+            t_short = float("nan")
+            if plan is not None:
+                status = check(inputs[0], k, "none", *short(inputs[0]))
+                t_short = time_ms(short, inputs, a.repeats)
+            best = min(t for t in (t_short, t_stream) if t == t)
+            tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
+            print(
+                f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
+                + f" {vname:8s} {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} "
+                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
+                flush=True,
+            )
         del inputs
         torch.cuda.empty_cache()
 

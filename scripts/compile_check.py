@@ -4,11 +4,13 @@ pressure before any GPU time is spent.
 
     python scripts/compile_check.py [--dtype bf16|fp16|fp32] [--k 512] [--ptx out.ptx]
     python scripts/compile_check.py --short 4096x8192 --dtype bf16 --order none --paged
+    python scripts/compile_check.py --short 4096x4096 --variant radix,old --sass-stats
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import os
 import re
@@ -123,10 +125,26 @@ def compile_rows_kernel(
     )
 
 
-def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False):
+def short_variant(name: str) -> triton_short.ShortConfig:
+    """``radix`` (the default config), ``radixB`` (B-bit digits) or ``old`` (the
+    counting pivot search), each optionally ``@R`` for a register cap of R."""
+    base, _, cap = name.partition("@")
+    if base == "old":
+        cfg = triton_short.ShortConfig(radix=False)
+    elif base == "radix":
+        cfg = triton_short.ShortConfig()
+    elif base.startswith("radix") and base[5:].isdigit():
+        cfg = triton_short.ShortConfig(radix_bits=int(base[5:]))
+    else:
+        raise SystemExit(f"--variant: radix, radixB or old, each optionally @CAP; got {name!r}")
+    return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
+
+
+def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=None):
     """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
     as run_short launches it (its register cap): [(level, cap, compiled kernel)]."""
-    plan = triton_short._plan(rows, n, k, 132, triton_short.ShortConfig(), False)
+    cfg = cfg or triton_short.ShortConfig()
+    plan = triton_short._plan(rows, n, k, 132, cfg, False)
     if plan is None:
         raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
     flags = (
@@ -183,6 +201,18 @@ def sass(cubin: bytes) -> str:
         ).stdout
 
 
+def sass_stats(cubin: bytes) -> str:
+    """Instruction count of the SASS and of the operations the pivot searches use
+    (static: a loop body counts once)."""
+    ops = collections.Counter()
+    for line in sass(cubin).splitlines():
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        if m:
+            ops[m.group(1)] += 1
+    keys = ("VOTE", "POPC", "LOP3", "ISETP", "SEL", "SHFL", "ATOMS", "BAR")
+    return f"sass={sum(ops.values())} " + " ".join(f"{o}={ops[o]}" for o in keys)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="all")
@@ -215,6 +245,14 @@ def main() -> None:
         metavar="ROWSxN",
         help="the short/split path's launches for this shape instead (e.g. 4096x8192)",
     )
+    p.add_argument(
+        "--variant",
+        default="radix",
+        help="with --short: pivot searches, radix / radixB / old, each @CAP: a register cap",
+    )
+    p.add_argument(
+        "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"
+    )
     a = p.parse_args()
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     if a.short:
@@ -224,13 +262,17 @@ def main() -> None:
                 for order in Order:
                     if a.order and order.value not in a.order:
                         continue
-                    plan, levels = compile_short_levels(DT[d], rows, n, k, order, a.paged)
-                    for lv, cap, c in levels:
-                        print(
-                            f"{d:5s} k={k:5d} order={order.value:5s} {plan}: L={lv.L} "
-                            f"nseg={lv.nseg} warps={lv.num_warps} cap={cap} "
-                            f"{ptxas_report(c.asm['ptx'])}"
+                    for v in a.variant.split(","):
+                        plan, levels = compile_short_levels(
+                            DT[d], rows, n, k, order, a.paged, short_variant(v)
                         )
+                        for lv, cap, c in levels:
+                            stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
+                            print(
+                                f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "
+                                f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps} cap={cap} "
+                                f"{ptxas_report(c.asm['ptx'])}{stats}"
+                            )
         return
     for d in dtypes:
         for k in a.k:

@@ -159,6 +159,70 @@ def test_search_variants(np_pivots, fused):
     check(x, 7, cfg=cfg, order=Order.VALUE)
 
 
+SEARCHES = {  # the pivot searches side by side: radix digit splits, and the old one
+    "radix6": dict(radix=True, radix_bits=6),
+    "radix5": dict(radix=True, radix_bits=5),
+    "radix8": dict(radix=True, radix_bits=8),
+    "count8": dict(radix=False, np_pivots=8),
+}
+
+
+def _adversarial(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Rows aimed at the pivot search: the k-th key inside a long tie (k = 40 below),
+    all equal, NaNs of both signs with +-inf and signed zeros, keys that differ only
+    in their lowest bit (every leading digit shared), and a mix of both signs and
+    magnitudes (every digit differs)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.empty(6, n, dtype=torch.float64)
+    tie = torch.full((n,), -3.0, dtype=torch.float64)
+    tie[torch.randperm(n, generator=g)[:50]] = 2.0  # ranks 1..50 tied, k = 40 inside
+    tie[torch.randperm(n, generator=g)[:30]] = 7.0  # ranks 1..30 above them (some)
+    rows[0] = tie
+    rows[1] = 0.75
+    specials = torch.tensor([float("nan"), -float("nan"), float("inf"), -float("inf"), 0.0, -0.0])
+    rows[2] = specials[torch.randint(0, 6, (n,), generator=g)]
+    rows[2, torch.randint(0, n, (n // 4,), generator=g)] = 1.0
+    one = torch.tensor(1.0, dtype=dtype)
+    step = torch.arange(n) % 2  # 1.0 and its successor: only the last key bit differs
+    rows[3] = (one.view(bits_dtype(dtype)) + step.to(bits_dtype(dtype))).view(dtype).double()
+    rows[4] = (
+        torch.randn(n, generator=g, dtype=torch.float64)
+        * torch.tensor([1e-30, 1e30])[torch.randint(0, 2, (n,), generator=g)]
+    )
+    rows[5] = -rows[4].abs()  # negative only: largest=False keys near the top
+    return rows.to(dtype).to(DEV)
+
+
+def bits_dtype(dtype):
+    return torch.int16 if dtype in (torch.bfloat16, torch.float16) else torch.int32
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("search", list(SEARCHES))
+def test_pivot_searches_adversarial(search, dtype):
+    """Every pivot search (radix select with several digit splits, the counting
+    search) against the oracle on rows that break searches: ties across the k-th,
+    all equal, NaN/inf/signed zeros (with largest=False NaNs take the bottom key 0,
+    the key the invalid elements hold), every leading digit shared, N <= k, windows
+    that cut the row to fewer than k, and the split path's candidate levels."""
+    i = list(SEARCHES).index(search)
+    short = ShortConfig(nmax=256, min_seg=64, **SEARCHES[search])
+    split = ShortConfig(nmax=256, seg_max=128, min_seg=64, **SEARCHES[search])
+    x = _adversarial(200, dtype, seed=i)
+    rows = x.shape[0]
+    begin = torch.tensor([0, 5, 190, 0, 30, 199][:rows], device=DEV)
+    end = torch.tensor([200, 150, 200, 41, 31, 200][:rows], device=DEV)
+    for k in (1, 40, 199, 200, 256):
+        check(x, k, cfg=short, want_kind="short", largest=k % 2 == 0)
+    check(x, 40, cfg=short, largest=False, order=Order.VALUE)
+    check(x, 40, cfg=short, begin=begin, end=end, order=Order.INDEX, fill_index=-5)
+    check(x, 40, cfg=short, begin=begin, end=end, largest=False)
+    xs = _adversarial(500, dtype, seed=10 + i)
+    check(xs, 40, cfg=split, sm=8, want_kind="split", largest=False)
+    check(xs, 12, cfg=split, sm=8, want_kind="split", order=Order.VALUE)
+    check(xs, 40, cfg=split, sm=8, begin=begin * 2, end=end * 2 + 60)
+
+
 # --------------------------------------------------------------------- split path
 @pytest.mark.parametrize("kind", KINDS)
 def test_split_matches_oracle_and_unsplit(kind):

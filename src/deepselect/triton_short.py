@@ -19,12 +19,24 @@ How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
-2. An ``NP``-ary search for the pivot key ``P`` (the k-th largest): each step counts
-   the valid keys ``>= p`` for ``NP`` pivots spread over the remaining range ``[lo,
-   hi]`` in one reduction and keeps the sub-range holding the answer. A step divides
-   the range by ``NP + 1``: with ``NP = 8`` a 16-bit key takes at most 6 steps and a
-   32-bit key at most 11, fewer when the [min, max] range is narrow. The count of
-   keys ``> P`` falls out of the search (the count at ``hi + 1``).
+2. A radix select for the pivot key ``P`` (the k-th largest valid key), digit by
+   digit from the top: a pass takes a ``tl.histogram`` of one digit of the keys whose
+   higher digits equal the prefix found so far (the histogram's mask), and one
+   cumulative sum over its bins, counted from the top, picks the digit holding the
+   k-th key and the number of keys above it. With ``radix_bits = 6`` a 16-bit key
+   takes 3 passes (digits of 5, 5 and 6 bits) and a 32-bit key 6; a digit that is
+   the same in every valid key (known from ``min ^ max``) takes none. Invalid
+   elements hold key 0, the bottom of every histogram, where they cannot move the
+   choice, so they need no mask of their own. The count of keys ``> P`` is the sum
+   of the keys above the chosen bins. Triton 3.6 lowers the histogram to warp
+   ballots (one per digit bit and one for the mask, per element, and a popcount per
+   32 bins): ~23-30 instructions per element held for a 5-6 bit digit (ptxas,
+   sm_90), newer releases to shared-memory atomics.
+   The older search stays selectable (``ShortConfig(radix=False)``): an ``NP``-ary
+   search that counts the valid keys ``>= p`` for ``NP`` pivots spread over the
+   remaining range ``[lo, hi]`` in one reduction per step (~34 instructions per
+   element with ``NP = 8``) and keeps the sub-range holding the answer; a 16-bit key
+   takes at most 6 steps, a 32-bit key at most 11.
 3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
    every selected element its output slot: all keys above ``P``, then the
    ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow element order,
@@ -33,8 +45,10 @@ How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 4. The selection is written in index order; ``order="value"`` writes it, reads the
    ``k`` survivors back and sorts them by (key desc, index asc).
 
-So a selection costs ``1 + steps + 1`` block-wide reductions (plus a sort for
-``order="value"``), independent of the data beyond the key range.
+So a selection costs 2 block-wide reductions plus, per radix pass, a histogram, a
+cumulative sum and a sum over at most 64 bins (``steps`` reductions with the older
+search), plus a sort for ``order="value"``; it depends on the data only through the
+key range.
 
 Invalid candidates (outside a window, past the row end, or the padding of a segment
 with fewer than k valid elements) carry the index ``-1`` and are never selected.
@@ -140,6 +154,75 @@ def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr
 
 
 @triton.jit
+def _radix_pass(
+    keys, prefix, rem, above, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
+):
+    """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
+    ``rem``-th largest among the valid keys whose bits above the digit equal those of
+    ``prefix`` (``TOP``: there are none, every key takes part).
+
+    The histogram counts bins from the top (bin ``j`` holds digit ``2^WIDTH - 1 - j``),
+    so that one inclusive cumulative sum gives, per bin, the keys at or above its
+    digit. Invalid elements hold key 0, so they can only fall into the last bin (digit
+    0, while the prefix so far is 0), and they need no mask: they add to no count
+    above it, and the last bin is chosen exactly when the bins above it hold fewer
+    than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
+    valid keys exist, so a bin is found. Returns the prefix with this digit set, the
+    rank left inside the chosen digit and the count of valid keys above the new
+    prefix."""
+    NB: tl.constexpr = 1 << WIDTH
+    rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
+    if TOP:
+        h = tl.histogram(rbin, NB)
+    else:
+        match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
+        h = tl.histogram(rbin, NB, mask=match)
+    c = tl.cumsum(h, axis=0)
+    # the bins strictly above the chosen one are those still short of rem: their number
+    # (the chosen bin's position) and their keys in one sum, the number in bits 20+
+    # (counts are at most NMAX <= 16384 < 2^20, bins at most 256)
+    s = tl.sum(tl.where(c < rem, h + (1 << 20), 0), axis=0)
+    gt = s & 0xFFFFF
+    digit = ((NB - 1) - (s >> 20)).to(tl.uint32)
+    return prefix | (digit << SHIFT), rem - gt, above + gt
+
+
+@triton.jit
+def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr):
+    """The k-th largest valid key P and the number of valid keys above it, by a radix
+    select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
+    ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
+    digits of 5, 5 and 6 bits; a digit narrower than ``RB`` costs the same).
+
+    A digit that is the same in every valid key (the bits of ``kmin ^ kmax`` from the
+    digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
+    no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
+    selected; the result is then unused)."""
+    NPASS: tl.constexpr = (BITS + RB - 1) // RB
+    prefix = (kmin * 0).to(tl.uint32)
+    rem = tl.minimum(k, nv)
+    above = nv * 0
+    diff = (kmin ^ kmax).to(tl.uint32)
+    for t in tl.static_range(NPASS):
+        # digit t: bits [BITS - (t + 1) * BITS // NPASS, BITS - t * BITS // NPASS)
+        if (nv > k) & ((diff >> (BITS - ((t + 1) * BITS) // NPASS)) != 0):
+            prefix, rem, above = _radix_pass(
+                keys,
+                prefix,
+                rem,
+                above,
+                BITS - ((t + 1) * BITS) // NPASS,
+                ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
+                t == 0,
+            )
+        else:
+            prefix = (kmin >> (BITS - ((t + 1) * BITS) // NPASS)) << (
+                BITS - ((t + 1) * BITS) // NPASS
+            )
+    return prefix, above
+
+
+@triton.jit
 def short_rows_kernel(
     x_ptr,
     stride_xr,
@@ -186,6 +269,8 @@ def short_rows_kernel(
     KP: tl.constexpr,
     NP: tl.constexpr,
     FUSED_STATS: tl.constexpr,
+    RADIX: tl.constexpr = True,
+    RADIX_BITS: tl.constexpr = 8,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
@@ -251,7 +336,10 @@ def short_rows_kernel(
         kmax = tl.max(keys, axis=0)
         kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
-    pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
+    if RADIX:
+        pk, above = _radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
+    else:
+        pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
     take_all = nv <= k
     # 3. slots: keys above P first-come, then the lowest-index ties up to kk
@@ -358,7 +446,20 @@ class ShortConfig:
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
         (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
         the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
-    np_pivots: pivots per search step, 4 or 8.
+    radix: the pivot search: a radix select built on ``tl.histogram`` (True), or the
+        older ``np_pivots``-ary search by counting (False); both are exact, kept side
+        by side to be timed against each other.
+    radix_bits: widest digit of the radix select; the key's bits are shared out
+        evenly over ``ceil(bits / radix_bits)`` passes. Triton 3.6's histogram costs
+        per element about 3 instructions per digit bit plus a popcount per 32 bins,
+        and pads a histogram to 32 bins, so 5-6 bits per pass do the least work
+        (ptxas, sm_90, 4096 keys: 6 gives 16-bit keys 3 passes and 32-bit keys 6).
+    reg_cap: register cap of every launch (0: :meth:`Level.maxnreg`'s). At 4096 keys
+        and 8 warps (ptxas, sm_90, Triton 3.6) the counting search takes 64 registers
+        under the default cap of 128, room for 4 programs per SM; the radix select
+        takes all 128 (its ballots are hoisted), 96 without spills, 80 with 24-52
+        bytes of spill, 64 with ~100-170: a cap to time for occupancy.
+    np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
     """
@@ -372,6 +473,9 @@ class ShortConfig:
     split_max_n: int = 0
     np_pivots: int = 8
     fused_stats: bool | None = None
+    radix: bool = True
+    radix_bits: int = 6
+    reg_cap: int = 0
 
     __hash__ = _hash_once
 
@@ -527,6 +631,8 @@ def kernel_constants(
         KP=plan.kp,
         NP=plan.np_pivots,
         FUSED_STATS=plan.fused_stats,
+        RADIX=plan.cfg.radix,
+        RADIX_BITS=plan.cfg.radix_bits,
     )
 
 
@@ -544,7 +650,7 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        cap = None if interp else lv.maxnreg(plan.kp)
+        cap = None if interp else (plan.cfg.reg_cap or lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
