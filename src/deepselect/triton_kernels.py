@@ -858,15 +858,24 @@ def _kth_largest(
 
 
 @triton.jit
+def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr):
+    """Every slot of one scratch half as a [CAP] tensor held in registers: the slots'
+    offsets, which hold a candidate (region counts at ``cnt_ptr``), and the keys
+    (0 in empty slots)."""
+    S: tl.constexpr = CAP // NREG
+    offs_all = tl.arange(0, CAP)
+    m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
+    keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+    return offs_all, m_all, keys
+
+
+@triton.jit
 def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
     """The ``need``-th lowest index among the candidates whose key is ``pk`` (their
     indices span ``[ilo, ihi]``): the indices held in registers (-1 for the others)
     and a bisection over the index range, a compare and a sum a step, where the
     passes of :func:`_kth_largest` reread the buffer from L2 every pass."""
-    S: tl.constexpr = CAP // NREG
-    offs_all = tl.arange(0, CAP)
-    m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
-    keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+    offs_all, m_all, keys = _held_keys(src_k, cnt_ptr, CAP)
     tied = m_all & (keys == pk)
     idx = tl.load(src_i + offs_all, mask=tied, other=-1)
     lo = ilo
@@ -923,10 +932,8 @@ def _compact(
     pi = total * 0 + 0x7FFFFFFF
     if total > kk:
         if REG_SEARCH:
-            offs_all = tl.arange(0, CAP)
-            m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
             # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
-            keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+            _, _, keys = _held_keys(src_k, cnt_ptr, CAP)
             pk = lo_key
             hi = tl.max(keys, axis=0)
             while pk < hi:  # invariant: at least kk candidates have key >= pk
