@@ -212,6 +212,21 @@ def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, ti, Z: tl.constexpr):
         tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), ti, Z))
 
 
+@pytest.mark.parametrize("version,taken", [("3.6.0", True), ("3.9.0", False), ("3.10.1", False)])
+def test_timed_options_taken_only_on_the_timed_triton(monkeypatch, version, taken):
+    """launch_config turns on one_barrier and reg_ties only with the Triton release
+    they were timed on (triton_backend.MEASURED_TRITON); elsewhere the build without
+    them, which has no spills there."""
+    monkeypatch.setattr(triton, "__version__", version)
+    launch_config.cache_clear()
+    try:
+        for dtype in (torch.bfloat16, torch.float32):
+            cfg = launch_config(dtype, 512)
+            assert (cfg.one_barrier, cfg.reg_ties) == (taken, taken)
+    finally:
+        launch_config.cache_clear()
+
+
 def test_first_kk_matches_the_reference():
     """The stream kernel's sample rank is the reference's definition (k where none,
     and once the row's threshold is set)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import torch
+import triton
 
 from . import reference
 from . import triton_kernels as K
@@ -92,11 +93,12 @@ class LaunchConfig:
        placement for every lane (for A/B timing).
     one_barrier: the block-synchronous loop's per-block trigger sums the warps' counts
        through shared memory with one barrier (each lane reads all of them); False:
-       a block-wide ``tl.sum`` (two barriers; for A/B timing).
+       a block-wide ``tl.sum`` (two barriers). :func:`launch_config` takes it only
+       with the Triton it was timed on (see ``MEASURED_TRITON``).
     reg_ties: with ``reg_search``, a compaction with more candidates tied at the pivot
        key than may survive finds the exact index bound by a bisection over the tied
-       indices held in registers; False: the chunked passes over the buffer (for A/B
-       timing).
+       indices held in registers; False: the chunked passes over the buffer. Taken
+       by :func:`launch_config` like ``one_barrier``.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -131,14 +133,27 @@ def _next_pow2(v: int) -> int:
     return 1 << max(0, (v - 1).bit_length())
 
 
+MEASURED_TRITON = ("3.6.",)
+"""Triton releases on which ``LaunchConfig.one_barrier`` and ``reg_ties`` were timed
+faster (an H200, benchmarks/RESULTS.md), as built there (ptxas, sm_90: the sorted
+fp32 block-synchronous kernel spills 60 bytes with them, 24 without; the warp-private
+loop none either way). With Triton 3.9 they add spills where the kernel had none
+(24-36 bytes, outside the stream loop); untimed there, they stay off."""
+
+
+def _measured_triton() -> bool:
+    return triton.__version__.startswith(MEASURED_TRITON)
+
+
 @cache
 def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     B = K.THREADS * K.WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
+    measured = _measured_triton()
     return LaunchConfig(
         B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
-        vec=True, search_tol=2 if bits == 32 else 0,
+        vec=True, search_tol=2 if bits == 32 else 0, one_barrier=measured, reg_ties=measured,
     )  # fmt: skip
 
 
