@@ -12,7 +12,6 @@ each optionally with a register cap, ``radix@80``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 import torch
 from kernel_table import DT, check, copies_for, draw, time_ms
@@ -33,21 +32,6 @@ SHAPES = [  # dtype, batch, N, k
 ]
 
 
-def variant_config(name: str) -> ShortConfig:
-    """``radix`` (the default config), ``radixB`` (B-bit digits) or ``old`` (the
-    counting pivot search), each optionally ``@R`` for a register cap of R."""
-    base, _, cap = name.partition("@")
-    if base == "old":
-        cfg = ShortConfig(radix=False)
-    elif base == "radix":
-        cfg = ShortConfig()
-    elif base.startswith("radix") and base[5:].isdigit():
-        cfg = ShortConfig(radix_bits=int(base[5:]))
-    else:
-        raise SystemExit(f"--variant: radix, radixB or old, each optionally @CAP; got {name!r}")
-    return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=20)
@@ -60,7 +44,10 @@ def main() -> None:
         "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"
     )
     a = p.parse_args()
-    variants = [(v, variant_config(v)) for v in a.variant.split(",")]
+    try:
+        variants = [(v, ShortConfig.variant(v)) for v in a.variant.split(",")]
+    except ValueError as e:
+        p.error(str(e))
     shapes = SHAPES
     if a.only:
         dts, b, n = a.only.split(":")

@@ -125,21 +125,6 @@ def compile_rows_kernel(
     )
 
 
-def short_variant(name: str) -> triton_short.ShortConfig:
-    """``radix`` (the default config), ``radixB`` (B-bit digits) or ``old`` (the
-    counting pivot search), each optionally ``@R`` for a register cap of R."""
-    base, _, cap = name.partition("@")
-    if base == "old":
-        cfg = triton_short.ShortConfig(radix=False)
-    elif base == "radix":
-        cfg = triton_short.ShortConfig()
-    elif base.startswith("radix") and base[5:].isdigit():
-        cfg = triton_short.ShortConfig(radix_bits=int(base[5:]))
-    else:
-        raise SystemExit(f"--variant: radix, radixB or old, each optionally @CAP; got {name!r}")
-    return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
-
-
 def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=None):
     """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
     as run_short launches it (its register cap): [(level, cap, compiled kernel)]."""
@@ -264,7 +249,7 @@ def main() -> None:
                         continue
                     for v in a.variant.split(","):
                         plan, levels = compile_short_levels(
-                            DT[d], rows, n, k, order, a.paged, short_variant(v)
+                            DT[d], rows, n, k, order, a.paged, triton_short.ShortConfig.variant(v)
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""

@@ -359,3 +359,14 @@ def test_gpu_graph_replay_with_windows_changing(rows, n):
         torch.cuda.synchronize()
         opt = TopkOptions(begin=begin, end=end, order=Order.INDEX)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.INDEX, f"replay {seed}")
+
+
+def test_short_config_variants_by_name():
+    """The named variants the timing and compile scripts take (ShortConfig.variant)."""
+    assert ShortConfig.variant("radix") == ShortConfig()
+    assert ShortConfig.variant("old") == ShortConfig(radix=False)
+    assert ShortConfig.variant("radix5@96") == ShortConfig(radix_bits=5, reg_cap=96)
+    assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
+    for bad in ("radixx", "new", "radix@ninety"):
+        with pytest.raises(ValueError):
+            ShortConfig.variant(bad)

@@ -59,6 +59,7 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from functools import cache
 
@@ -478,6 +479,24 @@ class ShortConfig:
     reg_cap: int = 0
 
     __hash__ = _hash_once
+
+    @classmethod
+    def variant(cls, name: str) -> ShortConfig:
+        """A named variant for timing and compile checks: ``radix`` (the default
+        config), ``radixB`` (``B``-bit digits) or ``old`` (the counting pivot search),
+        each optionally ``@R`` for a register cap of ``R``."""
+        base, _, cap = name.partition("@")
+        if base == "old":
+            cfg = cls(radix=False)
+        elif base == "radix":
+            cfg = cls()
+        elif base.startswith("radix") and base[5:].isdigit():
+            cfg = cls(radix_bits=int(base[5:]))
+        else:
+            raise ValueError(f"variant: radix, radixB or old, each optionally @CAP; got {name!r}")
+        if cap and not cap.isdigit():
+            raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
+        return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
 
 
 _DEFAULT = ShortConfig()
