@@ -747,11 +747,11 @@ def _load32(xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr, KEY_B
     full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
     wlo = tl.where(live, lo // PER_WORD, 0x7FFFFFFF)
     whi = (hi + PER_WORD - 1) // PER_WORD
-    first = wstart + woff32
+    wfirst = wstart + woff32  # this lane's first word
     zero = woff32 * 0
     return tl.inline_asm_elementwise(
         LOAD32_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,l,r,r,r,r",
-        [xw_row + first, zero + full, first, zero + wlo, zero + whi],
+        [xw_row + wfirst, zero + full, wfirst, zero + wlo, zero + whi],
         dtype=(tl.int32,) * 8, is_pure=True, pack=1,
     )  # fmt: skip
 
