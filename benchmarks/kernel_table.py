@@ -69,6 +69,31 @@ def time_ms(fn, inputs, repeats: int = 20) -> float:
     return statistics.median(times)
 
 
+def time_graph_ms(fn, inputs, repeats: int = 20) -> float:
+    """Device time of one call: ``repeats`` calls (over the inputs in turn) captured in
+    one CUDA graph, the replay timed and divided; the median of 5 replays. No host time
+    between launches, unlike :func:`time_ms` (a call of several small launches is
+    otherwise timed as its host work)."""
+    for x in inputs[:2]:
+        fn(x)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for r in range(repeats):
+            fn(inputs[r % len(inputs)])
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / repeats)
+    return statistics.median(times)
+
+
 def draw(dist: str, rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     # the normal family on the GPU (a 4096 x 1M batch in float64 on the host takes
     # minutes); the other kinds as the tests draw them

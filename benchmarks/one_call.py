@@ -6,7 +6,8 @@
 
 ``--preset`` starts every row at its true k-th key (the stream without the rising
 threshold), as benchmarks/profile_kernel.py does; ``--w32`` runs the warp-private
-loop (``LaunchConfig.w32``), otherwise the block-synchronous one.
+loop (``LaunchConfig.w32``), otherwise the block-synchronous one; ``--short`` the
+register-resident short/split path of the shape (``short_rows_kernel``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kernel_table import DT, draw
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import _sm_count, launch_config, run_triton
+from deepselect.triton_short import run_short, short_path
 
 
 def main() -> None:
@@ -31,6 +33,7 @@ def main() -> None:
     p.add_argument("--order", default="none")
     p.add_argument("--preset", action="store_true")
     p.add_argument("--w32", action="store_true", help="the warp-private loop (LaunchConfig.w32)")
+    p.add_argument("--short", action="store_true", help="the short/split path of the shape")
     a = p.parse_args()
     cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32, w32_from=None)
     x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
@@ -41,7 +44,13 @@ def main() -> None:
         pre = to_keys(kth).view(-1).to(torch.int32)
     v = torch.empty((a.rows, a.k), dtype=x.dtype, device="cuda")
     i = torch.empty((a.rows, a.k), dtype=torch.int32, device="cuda")
+    plan = short_path(x, a.k, opt, _sm_count(0)) if a.short else None
+    if a.short and plan is None:
+        p.error("--short: the shape takes the streaming kernel")
     for _ in range(2):  # the first call compiles; the profiler takes the second
+        if plan is not None:
+            run_short(x, a.k, opt, v, i, plan)
+            continue
         run_triton(x, a.k, opt, v, i, preset=pre, config=cfg, grid=min(a.rows, 2 * _sm_count(0)))
     torch.cuda.synchronize()
 

@@ -1,12 +1,15 @@
 """Few rows and short rows on a GPU: the register-resident short/split path beside
 the streaming kernel and torch.topk, in one run (every result checked first).
 
-    python benchmarks/short_table.py [--repeats 20] [--variant radix,old] [--only bf16:4096:4096]
+    python benchmarks/short_table.py [--repeats 20] [--variant radix,old,nopf] [--graph]
+        [--only bf16:4096:4096]
 
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-each optionally with a register cap, ``radix@80``.
+``nopf`` (no sampled prefilter),
+each optionally with a register cap, ``radix@80``. ``--graph`` times device time
+(calls replayed from a CUDA graph) instead of eager calls (host time included).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from kernel_table import DT, check, copies_for, draw, time_ms
+from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 
 from deepselect import bench
 from deepselect.options import TopkOptions
@@ -43,7 +46,9 @@ def main() -> None:
     p.add_argument(
         "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"
     )
+    p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
     a = p.parse_args()
+    timer = time_graph_ms if a.graph else time_ms
     try:
         variants = [(v, ShortConfig.variant(v)) for v in a.variant.split(",")]
     except ValueError as e:
@@ -77,9 +82,9 @@ def main() -> None:
             return v, i
 
         s2 = check(inputs[0], k, "none", *stream(inputs[0]))
-        t_stream = time_ms(stream, inputs, a.repeats)
-        t_topk = time_ms(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
-        t_empty = time_ms(lambda x: empty.zero_(), inputs, a.repeats)
+        t_stream = timer(stream, inputs, a.repeats)
+        t_topk = timer(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
+        t_empty = timer(lambda x: empty.zero_(), inputs, a.repeats)
         for vname, cfg in variants:
             plan = short_path(inputs[0], k, opt, sm, cfg)
 
@@ -92,7 +97,7 @@ def main() -> None:
             t_short = float("nan")
             if plan is not None:
                 status = check(inputs[0], k, "none", *short(inputs[0]))
-                t_short = time_ms(short, inputs, a.repeats)
+                t_short = timer(short, inputs, a.repeats)
             best = min(t for t in (t_short, t_stream) if t == t)
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
             print(

@@ -43,11 +43,12 @@ if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, norm
   done
 fi
 if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one launch each:
-  # NCU_SOURCE="name:one_call.py args;..." -> $OUT/src_<name>.csv (ncu's source page)
+  # NCU_SOURCE="name:one_call.py args;..." -> $OUT/src_<name>.csv (ncu's source page);
+  # NCU_KERNEL: the kernel's name (regex), short_rows_kernel for one_call.py --short
   IFS=';' read -ra runs <<<"$NCU_SOURCE"
   for r in "${runs[@]}"; do
     name=${r%%:*}; args=${r#*:}
-    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --kernel-name regex:deepselect_rows_kernel \
+    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --kernel-name regex:${NCU_KERNEL:-deepselect_rows_kernel} \
       --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
       -f -o "/tmp/src_$name" python3 one_call.py $args) >>"$OUT/ncu_src.log" 2>&1
     ncu --import "/tmp/src_$name.ncu-rep" --page source --csv --print-source sass >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log" \
