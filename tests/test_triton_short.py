@@ -7,6 +7,8 @@ production plan runs at full size."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from helpers import assert_same_topk, bits, warm_then_capture
@@ -361,12 +363,33 @@ def test_gpu_graph_replay_with_windows_changing(rows, n):
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.INDEX, f"replay {seed}")
 
 
+@pytest.mark.parametrize("sample_holds", ["largest", "smallest"])
+@pytest.mark.parametrize("order", [Order.NONE, Order.VALUE])
+def test_prefilter_misled_by_its_sample(sample_holds, order):
+    """The prefilter's sample (every 16th position of a 512-long row: one key per thread
+    of the one warp that holds it) set to the row's largest keys puts the threshold
+    above the k-th key (too few pass), set to the smallest it lets almost every key
+    pass (more than the room for them): both fall back to the selection from every
+    element, still exact, with and without the prefilter the same bits. Rows with the
+    sample left alone take the prefilter (a normal row), beside them."""
+    n, k = 512, 8
+    x = make("normal", 4, n, torch.float32, DEV, seed=11)
+    sampled = torch.arange(0, n, 16, device=DEV)
+    lift = 100.0 if sample_holds == "largest" else -100.0
+    x[:2, sampled] = lift + torch.arange(len(sampled), device=DEV, dtype=x.dtype)
+    assert short_path(x, k, TopkOptions(), SM, SHORT).levels[0].nmax == 512
+    with_pf = check(x, k, cfg=SHORT, order=order)
+    without, _ = run(x, k, cfg=dataclasses.replace(SHORT, prefilter=False), order=order)
+    same_bits(with_pf, without)
+
+
 def test_short_config_variants_by_name():
     """The named variants the timing and compile scripts take (ShortConfig.variant)."""
     assert ShortConfig.variant("radix") == ShortConfig()
     assert ShortConfig.variant("old") == ShortConfig(radix=False)
     assert ShortConfig.variant("radix5@96") == ShortConfig(radix_bits=5, reg_cap=96)
     assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
+    assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
     for bad in ("radixx", "new", "radix@ninety"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)

@@ -17,8 +17,21 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
+Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
+running count in position order (steps 1b and 3) is a scan within each thread and one
+scan across the threads' totals.
+
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
+1b. Prefilter (slices read from the input, ``nv >= 4k`` and more than ``CAND``
+   valid): a threshold ``thr`` is the ``r``-th largest of ``S`` keys read at evenly
+   spaced positions (one per thread), ``r`` a little above the expected number of
+   samples at or above the k-th key; one reduction counts the keys ``>= thr``. If
+   between ``k`` and ``CAND``, those keys (in position order) go through a scratch
+   row to a ``CAND``-long vector and steps 2-4 run on it alone: all of the top k are
+   among them. Otherwise (a sample that far off, or ties filling the room) steps
+   2-4 run on every element, as without the prefilter. ~750 of 4096 keys pass at
+   k = 512, so the radix passes run on a quarter of the elements.
 2. A radix select for the pivot key ``P`` (the k-th largest valid key), digit by
    digit from the top: a pass takes a ``tl.histogram`` of one digit of the keys whose
    higher digits equal the prefix found so far (the histogram's mask), and one
@@ -47,8 +60,10 @@ How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 So a selection costs 2 block-wide reductions plus, per radix pass, a histogram, a
 cumulative sum and a sum over at most 64 bins (``steps`` reductions with the older
-search), plus a sort for ``order="value"``; it depends on the data only through the
-key range.
+search), plus a sort for ``order="value"``; the prefilter adds the sample's radix
+select, a count and the scratch round trip, and shrinks everything after it. The
+work depends on the data only through the key range and whether the prefilter's
+threshold holds.
 
 Invalid candidates (outside a window, past the row end, or the padding of a segment
 with fewer than k valid elements) carry the index ``-1`` and are never selected.
@@ -224,16 +239,109 @@ def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr)
 
 
 @triton.jit
-def short_rows_kernel(
-    x_ptr,
-    stride_xr,
+def _prefilter(
+    keys,
+    nv,
+    kmax,
+    kmin,
+    k,
+    x_row,
     stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    sk_ptr,
-    si_ptr,
-    C,
+    lo,
+    hi,
+    s0,
+    L,
+    CAND: tl.constexpr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
+):
+    """A threshold ``thr`` at or below the k-th largest valid key, likely, and the
+    count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
+    it to pay (fewer than ``4k`` or ``CAND`` valid elements).
+
+    ``S`` keys (one per thread) are read again at evenly spaced valid positions of
+    the slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits), and ``thr`` is their
+    ``r``-th largest, ``r`` the expected number of samples at or above the k-th key,
+    ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``) and 2. So about
+    ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256), at least k unless
+    the sample is that far off. Exact whatever the data: the caller keeps the
+    threshold only if ``k <= c <= CAND`` (every one of the top k is then ``>= thr``),
+    and otherwise selects from every element."""
+    S: tl.constexpr = keys.shape[0] // 16
+    thr = kmax * 0
+    c = nv * 0
+    if (nv >= 4 * k) & (nv > CAND):
+        a = tl.maximum(lo, s0)
+        span = tl.minimum(hi, s0 + L) - a  # == nv
+        pos = a + (span * tl.arange(0, S)) // S
+        raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
+        sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
+        m = (k * S).to(tl.float32) / nv.to(tl.float32)
+        r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
+        thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
+        c = tl.sum((keys >= thr).to(tl.int32), axis=0)
+    return thr, c
+
+
+@triton.jit
+def _spread(M: tl.constexpr, NT: tl.constexpr):
+    """The slice position held at each place of an ``M``-long vector, so that each of
+    the program's ``NT`` threads holds consecutive positions: Triton gives place ``e``
+    to thread ``e % NT`` (its ``e // NT``-th element), which is given position
+    ``(e % NT) * (M / NT) + e // NT``. Index order is then thread by thread, and a
+    running count in that order (:func:`_running_count`) is a scan within each thread
+    and one across the threads' totals, not one block-wide scan per element held."""
+    T: tl.constexpr = NT if NT < M else M
+    e = tl.arange(0, M)
+    return (e % T) * (M // T) + e // T
+
+
+@triton.jit
+def _running_count(v, NT: tl.constexpr):
+    """Inclusive running sum of ``v`` in position order, for a vector laid out by
+    :func:`_spread`: exact for any layout, cheap for the one it assumes."""
+    M: tl.constexpr = v.shape[0]
+    T: tl.constexpr = NT if NT < M else M
+    v2 = tl.reshape(v, [M // T, T])  # [element of the thread, thread]
+    tot = tl.sum(v2, axis=0)
+    before = tl.cumsum(tot, axis=0) - tot
+    return tl.reshape(tl.cumsum(v2, axis=0) + before[None, :], [M])
+
+
+@triton.jit
+def _compact(keys, idx, thr, c, scr_ptr, CAND: tl.constexpr, NT: tl.constexpr):
+    """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in element
+    order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
+    written as packed ``key << 32 | index`` words to this program's row of the
+    scratch ``scr [programs, CAND]`` at their rank among the kept, and read back."""
+    f = keys >= thr
+    slot = _running_count(f.to(tl.int32), NT) - 1
+    base = scr_ptr + tl.program_id(0).to(tl.int64) * CAND
+    word = (keys.to(tl.int64) << 32) | idx.to(tl.int64)
+    tl.store(base + slot, word, mask=f)
+    tl.debug_barrier()  # every write before the read-back
+    q = _spread(CAND, NT)
+    w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF)
+    return (w >> 32).to(tl.uint32), w.to(tl.int32)
+
+
+@triton.jit
+def _finish(
+    keys,
+    idx,
+    valid,
+    nv,
+    kmax,
+    kmin,
+    k,
+    row,
+    seg,
+    x_row,
+    stride_xc,
     dk_ptr,
     di_ptr,
     DC,
@@ -247,9 +355,6 @@ def short_rows_kernel(
     off_scalar,
     fill_index,
     fill_bits,
-    k,
-    L,
-    nseg,
     page_ptr,
     page_stride,
     max_pages,
@@ -260,82 +365,25 @@ def short_rows_kernel(
     INF_BITS: tl.constexpr,
     LARGEST: tl.constexpr,
     RAW16: tl.constexpr,
-    SRC_CAND: tl.constexpr,
     DST_CAND: tl.constexpr,
     ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
     OFF_TENSOR: tl.constexpr,
     WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
     KP: tl.constexpr,
     NP: tl.constexpr,
     FUSED_STATS: tl.constexpr,
     RADIX: tl.constexpr,
     RADIX_BITS: tl.constexpr,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
+    PAGED: tl.constexpr,
+    PAGE_SHIFT: tl.constexpr,
+    HAS_R2B: tl.constexpr,
+    NT: tl.constexpr,
 ):
-    """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
-    row ``p // nseg``.
-
-    Source (SRC_CAND=False): the raw bits of ``x`` (int16/int32 view, any strides);
-    the slice is positions ``[s*L, s*L + L)`` intersected with the row's window.
-    Source (SRC_CAND=True): candidate pairs ``sk/si [rows, C]`` (int32 keys as bits,
-    int32 indices, -1 = none); the slice is ``[s*L, s*L + L)`` of them.
-    Destination (DST_CAND=True): pairs ``dk/di [rows, DC]``, slice ``s`` at
-    ``[s*k, s*k + k)``, selection in index order, then -1 padding.
-    Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs (any strides),
-    with order, index offset and fills; needs ``nseg == 1``.
-    ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
-    pid = tl.program_id(0)
-    row = pid // nseg
-    seg = pid % nseg
+    """Steps 2-4 for the elements held (``keys``/``idx`` of any power-of-two length,
+    invalid ones with key 0): the pivot key, every selected element's slot, and the
+    writes (candidate pairs or the caller's outputs). ``nv``/``kmax``/``kmin``: the
+    count and key range of the valid ones."""
     row64 = row.to(tl.int64)
-    x_row = x_ptr + row64 * stride_xr
-    o = tl.arange(0, NMAX)
-    pos_in = seg * L + o
-    if SRC_CAND:
-        inr = (o < L) & (pos_in < C)
-        idx = tl.load(si_ptr + row64 * C + pos_in, mask=inr, other=-1)
-        keys = tl.load(sk_ptr + row64 * C + pos_in, mask=inr, other=0)
-        keys = keys.to(tl.uint32, bitcast=True)
-        valid = idx >= 0
-    else:
-        if HAS_WINDOW:
-            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-        else:
-            lo = 0
-            hi = N
-        idx = pos_in
-        valid = (o < L) & (idx >= lo) & (idx < hi)
-        # the load's mask on 16-byte bounds (inside the row), so that it stays one
-        # vector load per 16 bytes; elements outside the window are read, not used
-        V: tl.constexpr = 8 if RAW16 else 4
-        lo_v = (lo // V) * V
-        hi_v = ((hi + V - 1) // V) * V
-        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
-        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
-        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-
-    # invalid elements get key 0: below every pivot and never above P, so that only
-    # the stats and the ties at P need the mask (not every step of the search)
-    keys = tl.where(valid, keys, 0).to(tl.uint32)
-    # 1. count and key range of the valid elements
-    if FUSED_STATS:  # one block-wide reduction
-        nv, kmax, kmin = tl.reduce(
-            (
-                valid.to(tl.int32),
-                keys,
-                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
-            ),
-            0,
-            _stats_combine,
-        )
-    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
-        nv = tl.sum(valid.to(tl.int32), axis=0)
-        kmax = tl.max(keys, axis=0)
-        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
     # 2. pivot key
     if RADIX:
         pk, above = _radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
@@ -347,7 +395,7 @@ def short_rows_kernel(
     gtm = tl.where(take_all, valid, keys > pk)
     eqm = tl.where(take_all, False, valid & (keys == pk))
     r = kk - above
-    packed = tl.cumsum(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), axis=0)
+    packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
     c_eq = packed & 0xFFFF
     sel = gtm | (eqm & (c_eq <= r))
     slot = (packed >> 16) + tl.minimum(c_eq, r) - 1
@@ -409,6 +457,153 @@ def short_rows_kernel(
                 tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
 
 
+@triton.jit
+def short_rows_kernel(
+    x_ptr,
+    stride_xr,
+    stride_xc,
+    N,
+    begin_ptr,
+    end_ptr,
+    sk_ptr,
+    si_ptr,
+    C,
+    dk_ptr,
+    di_ptr,
+    DC,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    L,
+    nseg,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
+    scr_ptr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    SRC_CAND: tl.constexpr,
+    DST_CAND: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    NMAX: tl.constexpr,
+    KP: tl.constexpr,
+    NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
+    RADIX: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
+    PREFILTER: tl.constexpr,
+    CAND: tl.constexpr,
+    NT: tl.constexpr,
+    PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False,
+):
+    """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
+    row ``p // nseg``.
+
+    Source (SRC_CAND=False): the raw bits of ``x`` (int16/int32 view, any strides);
+    the slice is positions ``[s*L, s*L + L)`` intersected with the row's window.
+    Source (SRC_CAND=True): candidate pairs ``sk/si [rows, C]`` (int32 keys as bits,
+    int32 indices, -1 = none); the slice is ``[s*L, s*L + L)`` of them.
+    Destination (DST_CAND=True): pairs ``dk/di [rows, DC]``, slice ``s`` at
+    ``[s*k, s*k + k)``, selection in index order, then -1 padding.
+    Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs (any strides),
+    with order, index offset and fills; needs ``nseg == 1``.
+    ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
+    pid = tl.program_id(0)
+    row = pid // nseg
+    seg = pid % nseg
+    row64 = row.to(tl.int64)
+    x_row = x_ptr + row64 * stride_xr
+    o = _spread(NMAX, NT)
+    pos_in = seg * L + o
+    if SRC_CAND:
+        inr = (o < L) & (pos_in < C)
+        idx = tl.load(si_ptr + row64 * C + pos_in, mask=inr, other=-1)
+        keys = tl.load(sk_ptr + row64 * C + pos_in, mask=inr, other=0)
+        keys = keys.to(tl.uint32, bitcast=True)
+        valid = idx >= 0
+    else:
+        if HAS_WINDOW:
+            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+        else:
+            lo = 0
+            hi = N
+        idx = pos_in
+        valid = (o < L) & (idx >= lo) & (idx < hi)
+        # the load's mask on 16-byte bounds (inside the row), so that it stays one
+        # vector load per 16 bytes; elements outside the window are read, not used
+        V: tl.constexpr = 8 if RAW16 else 4
+        lo_v = (lo // V) * V
+        hi_v = ((hi + V - 1) // V) * V
+        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+
+    # invalid elements get key 0: below every pivot and never above P, so that only
+    # the stats and the ties at P need the mask (not every step of the search)
+    keys = tl.where(valid, keys, 0).to(tl.uint32)
+    # 1. count and key range of the valid elements
+    if FUSED_STATS:  # one block-wide reduction
+        nv, kmax, kmin = tl.reduce(
+            (
+                valid.to(tl.int32),
+                keys,
+                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
+            ),
+            0,
+            _stats_combine,
+        )
+    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
+        nv = tl.sum(valid.to(tl.int32), axis=0)
+        kmax = tl.max(keys, axis=0)
+        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
+    # 2-4. the selection from what is held: first, where it pays, a sampled threshold
+    # keeps only the elements at or above it (see _prefilter)
+    use = False
+    thr = kmin
+    c = nv
+    if PREFILTER:
+        thr, c = _prefilter(
+            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, CAND,
+            KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS,
+        )  # fmt: skip
+        use = (thr > 0) & (c >= k) & (c <= CAND)
+    if use:
+        ck, ci = _compact(keys, idx, thr, c, scr_ptr, CAND, NT)
+        _finish(
+            ck, ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
+            DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
+            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+        )  # fmt: skip
+    else:
+        _finish(
+            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
+            DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
+            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+        )  # fmt: skip
+
+
 # ------------------------------------------------------------------------- the plan
 def _hash_once(self) -> int:
     """A frozen dataclass's hash, computed on first use and kept: configs and plans are
@@ -460,6 +655,10 @@ class ShortConfig:
         under the default cap of 128, room for 4 programs per SM; the radix select
         takes all 128 (its ballots are hoisted), 96 without spills, 80 with 24-52
         bytes of spill, 64 with ~100-170: a cap to time for occupancy.
+    prefilter: where a slice read from the input holds at least ``4 k`` and more than
+        :func:`cand_size` valid elements, a sampled threshold keeps the few at or
+        above it and the selection runs on those alone (``_prefilter``); False: the
+        selection always runs on every element held.
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -477,23 +676,28 @@ class ShortConfig:
     radix: bool = True
     radix_bits: int = 6
     reg_cap: int = 0
+    prefilter: bool = True
 
     __hash__ = _hash_once
 
     @classmethod
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: ``radix`` (the default
-        config), ``radixB`` (``B``-bit digits) or ``old`` (the counting pivot search),
-        each optionally ``@R`` for a register cap of ``R``."""
+        config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search) or
+        ``nopf`` (no prefilter), each optionally ``@R`` for a register cap of ``R``."""
         base, _, cap = name.partition("@")
-        if base == "old":
+        if base == "nopf":
+            cfg = cls(prefilter=False)
+        elif base == "old":
             cfg = cls(radix=False)
         elif base == "radix":
             cfg = cls()
         elif base.startswith("radix") and base[5:].isdigit():
             cfg = cls(radix_bits=int(base[5:]))
         else:
-            raise ValueError(f"variant: radix, radixB or old, each optionally @CAP; got {name!r}")
+            raise ValueError(
+                f"variant: radix, radixB, old or nopf, each optionally @CAP; got {name!r}"
+            )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
         return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
@@ -652,7 +856,24 @@ def kernel_constants(
         FUSED_STATS=plan.fused_stats,
         RADIX=plan.cfg.radix,
         RADIX_BITS=plan.cfg.radix_bits,
+        PREFILTER=prefilters(plan, level),
+        CAND=cand_size(level.nmax, plan.kp),
+        NT=32 * level.num_warps,
     )
+
+
+def cand_size(nmax: int, kp: int) -> int:
+    """Room for the elements a prefilter keeps (a power of two): twice ``kp`` (the
+    power of two >= k), at least an eighth of the slice."""
+    return min(nmax, max(2 * kp, nmax // 8, 16))
+
+
+def prefilters(plan: ShortPlan, level: Level) -> bool:
+    """Whether ``level`` tries the sampled prefilter: on in the config, a level that
+    reads the input (not candidates), and slices long enough that the kept elements
+    fill at most a quarter of them."""
+    cand = cand_size(level.nmax, plan.kp)
+    return plan.cfg.prefilter and not level.src_cand and level.nmax >= 4 * cand
 
 
 @cache  # built once per plan and call shape: host time per call
@@ -687,7 +908,7 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
         sig[name] = i32
     sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
     sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
-    sig.update(n_batch=i32, r2b_ptr="*i64")
+    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
     return sig
 
 
@@ -747,6 +968,9 @@ def run_short(
         else:
             dc = 0
             dst_k = dst_i = out_indices
+        scr = out_indices  # unused unless the level prefilters
+        if kw["PREFILTER"]:
+            scr = torch.empty((rows * lv.nseg, kw["CAND"]), dtype=torch.int64, device=dev)
         short_rows_kernel[(rows * lv.nseg,)](
             raw,
             x.stride(0),
@@ -774,6 +998,7 @@ def run_short(
             lv.L,
             lv.nseg,
             *(page_args if not lv.dst_cand else no_page),
+            scr,
             **kw,
         )
         src_k, src_i, c = dst_k, dst_i, dc
