@@ -127,7 +127,9 @@ def compile_rows_kernel(
 
 def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=None):
     """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
-    as run_short launches it (its register cap): [(level, cap, compiled kernel)]."""
+    as run_short launches it (its register cap): [(level, cap, compiled kernel)]. With
+    ``k = 1`` the kernels take k as a compile-time constant, as a launch does (Triton
+    specializes an integer argument equal to 1)."""
     cfg = cfg or triton_short.ShortConfig()
     plan = triton_short._plan(rows, n, k, 132, cfg, False)
     if plan is None:
@@ -144,6 +146,8 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     for lv, kw in zip(plan.levels, launch, strict=True):
         consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
+        if k == 1:
+            consts["k"] = 1
         sig = triton_short.kernel_signature(dtype, False)
         for name in consts:
             sig[name] = "constexpr"

@@ -69,3 +69,10 @@ def test_short_path_builds():
     """The register-resident short path with the page map (the paged indexer)."""
     lines = compile_check("--short", "1024x8192", "--dtype", "bf16", "--order", "none", "--paged")
     assert len(lines) == 1
+
+
+def test_short_path_builds_with_k_one():
+    """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
+    integer argument equal to 1): every level of a split builds with it."""
+    lines = compile_check("--short", "8x300000", "--dtype", "bf16", "--k", "1", "--order", "none")
+    assert len(lines) == 2

@@ -280,7 +280,7 @@ def _prefilter(
         pos = a + (span * tl.arange(0, S)) // S
         raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
         sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        m = (k * S).to(tl.float32) / nv.to(tl.float32)
+        m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
         thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
         c = tl.sum((keys >= thr).to(tl.int32), axis=0)
