@@ -383,6 +383,20 @@ def test_prefilter_misled_by_its_sample(sample_holds, order):
     same_bits(with_pf, without)
 
 
+def test_prefilter_on_merge_candidates():
+    """Segments of 2048 and k = 256: the first level and the merge of the 8 segments'
+    candidates (2048 pairs) both keep ~450 elements by the sampled threshold (room
+    512); the same bits as without the prefilter, and the oracle's top k."""
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024)
+    x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
+    plan = short_path(x, 256, TopkOptions(), SM, cfg)
+    assert [lv.src_cand for lv in plan.levels] == [False, True], describe(plan)
+    for order in (Order.NONE, Order.VALUE):
+        with_pf = check(x, 256, cfg=cfg, order=order)
+        without, _ = run(x, 256, cfg=dataclasses.replace(cfg, prefilter=False), order=order)
+        same_bits(with_pf, without)
+
+
 def test_short_config_variants_by_name():
     """The named variants the timing and compile scripts take (ShortConfig.variant)."""
     assert ShortConfig.variant("radix") == ShortConfig()

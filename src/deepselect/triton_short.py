@@ -23,15 +23,16 @@ scan across the threads' totals.
 
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
-1b. Prefilter (slices read from the input, ``nv >= 4k`` and more than ``CAND``
-   valid): a threshold ``thr`` is the ``r``-th largest of ``S`` keys read at evenly
-   spaced positions (one per thread), ``r`` a little above the expected number of
-   samples at or above the k-th key; one reduction counts the keys ``>= thr``. If
-   between ``k`` and ``CAND``, those keys (in position order) go through a scratch
-   row to a ``CAND``-long vector and steps 2-4 run on it alone: all of the top k are
-   among them. Otherwise (a sample that far off, or ties filling the room) steps
-   2-4 run on every element, as without the prefilter. ~750 of 4096 keys pass at
-   k = 512, so the radix passes run on a quarter of the elements.
+1b. Prefilter (slices of the input or of a merge level's candidates, ``nv >= 4k``
+   and more than ``CAND`` valid): a threshold ``thr`` is the ``r``-th largest of
+   ``S`` keys read at evenly spaced positions (one per thread), ``r`` a little above
+   the expected number of samples at or above the k-th key; one reduction counts
+   the keys ``>= thr``. If between ``k`` and ``CAND``, those keys (in position
+   order) go through a scratch row to a ``CAND``-long vector and steps 2-4 run on it
+   alone: all of the top k are among them. Otherwise (a sample that far off, or
+   ties filling the room) steps 2-4 run on every element, as without the
+   prefilter. ~750 of 4096 keys pass at k = 512, so the radix passes run on a
+   quarter of the elements.
 2. A radix select for the pivot key ``P`` (the k-th largest valid key), digit by
    digit from the top: a pass takes a ``tl.histogram`` of one digit of the keys whose
    higher digits equal the prefix found so far (the histogram's mask), and one
@@ -251,6 +252,9 @@ def _prefilter(
     hi,
     s0,
     L,
+    sk_row,
+    si_row,
+    SRC_CAND: tl.constexpr,
     CAND: tl.constexpr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
@@ -263,8 +267,9 @@ def _prefilter(
     count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
     it to pay (fewer than ``4k`` or ``CAND`` valid elements).
 
-    ``S`` keys (one per thread) are read again at evenly spaced valid positions of
-    the slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits), and ``thr`` is their
+    ``S`` keys (one per thread) are read again at evenly spaced positions of the
+    slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits: the row's window, or
+    ``[0, C)`` of a candidate row, where a padding entry samples as key 0), and ``thr`` is their
     ``r``-th largest, ``r`` the expected number of samples at or above the k-th key,
     ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``) and 2. So about
     ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256), at least k unless
@@ -276,10 +281,14 @@ def _prefilter(
     c = nv * 0
     if (nv >= 4 * k) & (nv > CAND):
         a = tl.maximum(lo, s0)
-        span = tl.minimum(hi, s0 + L) - a  # == nv
+        span = tl.minimum(hi, s0 + L) - a
         pos = a + (span * tl.arange(0, S)) // S
-        raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
-        sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
+        if SRC_CAND:
+            sk = tl.load(sk_row + pos).to(tl.uint32, bitcast=True)
+            sk = tl.where(tl.load(si_row + pos) >= 0, sk, 0)
+        else:
+            raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
+            sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
         thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
@@ -539,6 +548,8 @@ def short_rows_kernel(
         keys = tl.load(sk_ptr + row64 * C + pos_in, mask=inr, other=0)
         keys = keys.to(tl.uint32, bitcast=True)
         valid = idx >= 0
+        lo = 0
+        hi = C
     else:
         if HAS_WINDOW:
             lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
@@ -581,8 +592,9 @@ def short_rows_kernel(
     c = nv
     if PREFILTER:
         thr, c = _prefilter(
-            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, CAND,
-            KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS,
+            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, sk_ptr + row64 * C,
+            si_ptr + row64 * C, SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16,
+            RADIX_BITS,
         )  # fmt: skip
         use = (thr > 0) & (c >= k) & (c <= CAND)
     if use:
@@ -655,10 +667,10 @@ class ShortConfig:
         under the default cap of 128, room for 4 programs per SM; the radix select
         takes all 128 (its ballots are hoisted), 96 without spills, 80 with 24-52
         bytes of spill, 64 with ~100-170: a cap to time for occupancy.
-    prefilter: where a slice read from the input holds at least ``4 k`` and more than
-        :func:`cand_size` valid elements, a sampled threshold keeps the few at or
-        above it and the selection runs on those alone (``_prefilter``); False: the
-        selection always runs on every element held.
+    prefilter: where a slice (of the input or of candidates) holds at least ``4 k``
+        and more than :func:`cand_size` valid elements, a sampled threshold keeps
+        the few at or above it and the selection runs on those alone
+        (``_prefilter``); False: the selection always runs on every element held.
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -869,11 +881,9 @@ def cand_size(nmax: int, kp: int) -> int:
 
 
 def prefilters(plan: ShortPlan, level: Level) -> bool:
-    """Whether ``level`` tries the sampled prefilter: on in the config, a level that
-    reads the input (not candidates), and slices long enough that the kept elements
-    fill at most a quarter of them."""
-    cand = cand_size(level.nmax, plan.kp)
-    return plan.cfg.prefilter and not level.src_cand and level.nmax >= 4 * cand
+    """Whether ``level`` tries the sampled prefilter: on in the config, and slices
+    long enough that the kept elements fill at most a quarter of them."""
+    return plan.cfg.prefilter and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
 
 
 @cache  # built once per plan and call shape: host time per call
