@@ -334,7 +334,9 @@ def _compact(keys, idx, thr, c, scr_ptr, CAND: tl.constexpr, NT: tl.constexpr):
     tl.store(base + slot, word, mask=f)
     tl.debug_barrier()  # every write before the read-back
     q = _spread(CAND, NT)
-    w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF)
+    # as int64 also where a launch without the prefilter passes a placeholder for the
+    # scratch: Triton builds this branch (dead there) all the same
+    w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF).to(tl.int64)
     return (w >> 32).to(tl.uint32), w.to(tl.int32)
 
 
