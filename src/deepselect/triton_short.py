@@ -53,9 +53,10 @@ scan across the threads' totals.
    takes at most 6 steps, a 32-bit key at most 11.
 3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
    every selected element its output slot: all keys above ``P``, then the
-   ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow element order,
-   which is index order — also in candidate mode, because every level writes its
-   selection in index order and groups are contiguous).
+   ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow position
+   order, counted by :func:`_running_count`, which is index order — also in
+   candidate mode, because every level writes its selection in index order and
+   groups are contiguous).
 4. The selection is written in index order; ``order="value"`` writes it, reads the
    ``k`` survivors back and sorts them by (key desc, index asc).
 
@@ -269,13 +270,13 @@ def _prefilter(
 
     ``S`` keys (one per thread) are read again at evenly spaced positions of the
     slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits: the row's window, or
-    ``[0, C)`` of a candidate row, where a padding entry samples as key 0), and ``thr`` is their
-    ``r``-th largest, ``r`` the expected number of samples at or above the k-th key,
-    ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``) and 2. So about
-    ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256), at least k unless
-    the sample is that far off. Exact whatever the data: the caller keeps the
-    threshold only if ``k <= c <= CAND`` (every one of the top k is then ``>= thr``),
-    and otherwise selects from every element."""
+    ``[0, C)`` of a candidate row, where a padding entry samples as key 0), and
+    ``thr`` is their ``r``-th largest, ``r`` the expected number of samples at or
+    above the k-th key, ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``)
+    and 2. So about ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256),
+    at least k unless the sample is that far off. Exact whatever the data: the
+    caller keeps the threshold only if ``k <= c <= CAND`` (every one of the top k is
+    then ``>= thr``), and otherwise selects from every element."""
     S: tl.constexpr = keys.shape[0] // 16
     thr = kmax * 0
     c = nv * 0
@@ -323,7 +324,7 @@ def _running_count(v, NT: tl.constexpr):
 
 @triton.jit
 def _compact(keys, idx, thr, c, scr_ptr, CAND: tl.constexpr, NT: tl.constexpr):
-    """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in element
+    """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in position
     order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
     written as packed ``key << 32 | index`` words to this program's row of the
     scratch ``scr [programs, CAND]`` at their rank among the kept, and read back."""
@@ -449,7 +450,7 @@ def _finish(
                 v = tl.where(real, v, fill_bits.to(v.dtype))
                 tl.store(ov_row + q.to(tl.int64) * stride_ovc, v, mask=wm)
         else:
-            # index order is element order: the selection goes straight out, the
+            # the slots follow index order: the selection goes straight out, the
             # position plus the row's offset
             s64 = slot.to(tl.int64)
             out = K._out_index(
