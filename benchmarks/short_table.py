@@ -41,7 +41,7 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="comma-separated pivot searches: radix, radixB (B-bit digits), old; @CAP: reg cap",
+        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter); @CAP",
     )
     p.add_argument(
         "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"

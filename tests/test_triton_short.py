@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
+from deepselect.triton_backend import _RAW
 from deepselect.triton_short import ShortConfig, describe, run_short, short_path
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -186,17 +187,13 @@ def _adversarial(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     rows[2, torch.randint(0, n, (n // 4,), generator=g)] = 1.0
     one = torch.tensor(1.0, dtype=dtype)
     step = torch.arange(n) % 2  # 1.0 and its successor: only the last key bit differs
-    rows[3] = (one.view(bits_dtype(dtype)) + step.to(bits_dtype(dtype))).view(dtype).double()
+    rows[3] = (one.view(_RAW[dtype]) + step.to(_RAW[dtype])).view(dtype).double()
     rows[4] = (
         torch.randn(n, generator=g, dtype=torch.float64)
         * torch.tensor([1e-30, 1e30])[torch.randint(0, 2, (n,), generator=g)]
     )
     rows[5] = -rows[4].abs()  # negative only: largest=False keys near the top
     return rows.to(dtype).to(DEV)
-
-
-def bits_dtype(dtype):
-    return torch.int16 if dtype in (torch.bfloat16, torch.float16) else torch.int32
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
