@@ -19,7 +19,14 @@ from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
 from deepselect.triton_backend import _RAW
-from deepselect.triton_short import ShortConfig, describe, run_short, short_path
+from deepselect.triton_short import (
+    CROWDED,
+    ShortConfig,
+    _launch_kwargs,
+    describe,
+    run_short,
+    short_path,
+)
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 SM = 4  # a pretend SM count: the split aims for 2 programs per SM
@@ -404,3 +411,27 @@ def test_short_config_variants_by_name():
     for bad in ("radixx", "new", "radix@ninety"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
+
+
+def test_crowded_short_rows_take_the_occupancy_cap():
+    """Short rows of 8 warps take 80 registers (three programs per SM) once there are
+    at least CROWDED programs per SM, 128 below that; a reg_cap in the config wins;
+    the interpreter takes none. Decided from the shape alone."""
+    k, n, sm = 512, 4096, 132
+    flags = tuple(
+        dict(
+            largest=True, order=Order.NONE, has_window=0, off_tensor=False,
+            write_values=True,
+        ).items()
+    )  # fmt: skip
+
+    def cap(rows, cfg=None, interp=False):
+        plan = short_path(torch.empty(rows, n), k, TopkOptions(), sm, cfg)
+        assert plan.kind == "short" and plan.levels[0].num_warps == 8, describe(plan)
+        return _launch_kwargs(torch.bfloat16, plan, flags, (), interp)[0].get("maxnreg")
+
+    assert cap(CROWDED * sm) == 80 and cap(4096) == 80
+    assert cap(CROWDED * sm - 1) == 128 and cap(1) == 128
+    assert cap(4096, ShortConfig(reg_cap=96)) == 96
+    assert cap(4096, interp=True) is None
+    assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")

@@ -721,6 +721,12 @@ class ShortConfig:
 _DEFAULT = ShortConfig()
 
 
+CROWDED = 3
+"""Programs per SM from which a short-row launch takes :meth:`Level.maxnreg`'s
+occupancy cap (rows of one program each: the cap only helps once every SM has
+programs waiting for the third slot it makes)."""
+
+
 @dataclass(frozen=True)
 class Level:
     """One launch: ``nseg`` slices of ``L`` elements (or candidates) per row, held in
@@ -732,6 +738,7 @@ class Level:
     src_cand: bool
     dst_cand: bool
     num_warps: int
+    crowded: bool = False  # programs enough for CROWDED per SM (set for short rows)
 
     def maxnreg(self, kp: int) -> int | None:
         """Register cap that keeps two programs per SM, where it costs (almost) no
@@ -739,9 +746,15 @@ class Level:
         keys, 8 bytes of spill capped); 16 warps (8192 keys) writing the output at <= 64
         where kp <= 1024 (sorted or paged outputs take 94-95 uncapped, 0-12 bytes of
         spill capped; 72-84 bytes at kp = 2048, and 20-24 in levels writing
-        candidates, so those stay uncapped)."""
+        candidates, so those stay uncapped).
+
+        A crowded 8-warp launch (short rows, at least CROWDED programs per SM) is
+        capped at 80 registers, three programs per SM: on an H200, bf16 4096 x 4096
+        k = 512 took 0.117 ms against 0.131 at 128 (Triton 3.6, which spills 256 bytes
+        at 80 and 80 at 128; benchmarks/RESULTS.md). Fewer programs gain nothing
+        from the room and keep the cap that spills least."""
         if self.num_warps == 8:
-            return 128
+            return 80 if self.crowded else 128
         if self.num_warps == 16 and kp <= 1024 and not self.dst_cand:
             return 64
         return None
@@ -810,7 +823,8 @@ def _plan(
     fused = not interpreting if cfg.fused_stats is None else cfg.fused_stats
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
-        level = Level(max(n, 1), 1, nm, False, False, _warps(nm))
+        crowded = rows >= CROWDED * sm_count
+        level = Level(max(n, 1), 1, nm, False, False, _warps(nm), crowded)
         return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:
@@ -832,7 +846,8 @@ def describe(plan: ShortPlan | None) -> str:
     if plan is None:
         return "stream"
     if plan.kind == "short":
-        return f"short nmax={plan.levels[0].nmax}"
+        lv = plan.levels[0]
+        return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
     return f"split L={first.L} seg={first.nseg} merge={merges}"
