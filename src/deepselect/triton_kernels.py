@@ -858,15 +858,39 @@ def _kth_largest(
 
 
 @triton.jit
-def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr):
-    """Every slot of one scratch half as a [CAP] tensor held in registers: the slots'
-    offsets, which hold a candidate (region counts at ``cnt_ptr``), and the keys
-    (0 in empty slots)."""
+def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
+    """The first ``W`` slots of each region of one scratch half (all of them: ``W = CAP
+    / NREG``) as a [NREG * W] tensor held in registers: the slots' offsets, which hold
+    a candidate (region counts at ``cnt_ptr``, at most ``W``), and the keys (0 in
+    empty slots)."""
     S: tl.constexpr = CAP // NREG
-    offs_all = tl.arange(0, CAP)
-    m_all = offs_all % S < tl.load(cnt_ptr + offs_all // S)
-    keys = tl.load(src_k + offs_all, mask=m_all, other=0).to(tl.uint32, bitcast=True)
-    return offs_all, m_all, keys
+    offs = tl.arange(0, NREG * W)
+    j = offs % W
+    m_all = j < tl.load(cnt_ptr + offs // W)
+    slots = (offs // W) * S + j
+    keys = tl.load(src_k + slots, mask=m_all, other=0).to(tl.uint32, bitcast=True)
+    return slots, m_all, keys
+
+
+@triton.jit
+def _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP: tl.constexpr, W: tl.constexpr):
+    """The kk-th largest key of the candidates in the first ``W`` slots of each region
+    (at least kk of them >= ``lo_key``), held in registers (:func:`_held_keys`), by
+    bisection: a compare and a sum a step. ``tol > 0``: it may stop at a key with
+    between kk and kk + tol keys at or above it."""
+    _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
+    pk = lo_key
+    hi = tl.max(keys, axis=0)
+    while pk < hi:  # invariant: at least kk candidates have key >= pk
+        mid = pk + (hi - pk) // 2 + 1
+        c = tl.sum((keys >= mid).to(tl.int32), axis=0)
+        if c >= kk:
+            pk = mid
+            if (tol > 0) & (c <= kk + tol):  # close enough: done
+                hi = mid
+        else:
+            hi = mid - 1
+    return pk
 
 
 @triton.jit
@@ -875,9 +899,9 @@ def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
     indices span ``[ilo, ihi]``): the indices held in registers (-1 for the others)
     and a bisection over the index range, a compare and a sum a step, where the
     passes of :func:`_kth_largest` reread the buffer from L2 every pass."""
-    offs_all, m_all, keys = _held_keys(src_k, cnt_ptr, CAP)
+    slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, CAP // NREG)
     tied = m_all & (keys == pk)
-    idx = tl.load(src_i + offs_all, mask=tied, other=-1)
+    idx = tl.load(src_i + slots, mask=tied, other=-1)
     lo = ilo
     hi = ihi
     while lo < hi:  # invariant: the answer is in [lo, hi]
@@ -912,8 +936,9 @@ def _compact(
 
     The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
     the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
-    registers (a step is one compare-and-sum; CAP / 256 more registers per thread;
-    REG_SEARCH == 2 bisects the tied indices in registers too).
+    registers (a step is one compare-and-sum over a quarter, a half or all of each
+    region's slots, as many as the fullest region fills; up to CAP / 256 more
+    registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -932,19 +957,17 @@ def _compact(
     pi = total * 0 + 0x7FFFFFFF
     if total > kk:
         if REG_SEARCH:
-            # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key
-            _, _, keys = _held_keys(src_k, cnt_ptr, CAP)
-            pk = lo_key
-            hi = tl.max(keys, axis=0)
-            while pk < hi:  # invariant: at least kk candidates have key >= pk
-                mid = pk + (hi - pk) // 2 + 1
-                c = tl.sum((keys >= mid).to(tl.int32), axis=0)
-                if c >= kk:
-                    pk = mid
-                    if (tol > 0) & (c <= kk + tol):  # close enough: done
-                        hi = mid
-                else:
-                    hi = mid - 1
+            # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key.
+            # Only as many slots of each region as the fullest one needs (a quarter or
+            # a half of them after the first compaction of a sampled row): each step's
+            # compare-and-sum costs per slot held
+            fullest = tl.max(cnt_l, axis=0)
+            if fullest <= S // 4:
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S // 4)
+            elif fullest <= S // 2:
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S // 2)
+            else:
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S)
         else:
             vmax = tl.zeros([CH], tl.uint32)
             for j in range(0, nch):
