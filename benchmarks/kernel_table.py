@@ -148,6 +148,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, single=False)
     if part == "twobar":
         return dataclasses.replace(cfg, one_barrier=False)
+    if part == "regsearch":  # e.g. occ3+regsearch: the register-held key search kept
+        return dataclasses.replace(cfg, reg_search=cfg.CAP <= 8192)
     if part == "noregties":
         return dataclasses.replace(cfg, reg_ties=False)
     if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
@@ -182,7 +184,8 @@ def main() -> None:
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
         "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
-        "(tie-index search by chunked passes), chN (compaction chunks of N), zN (the "
+        "(tie-index search by chunked passes), regsearch (the register-held key search, "
+        "after occN), chN (compaction chunks of N), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
