@@ -11,7 +11,7 @@ phases are warp 0's: filter = its compares and hit path (not its load waits), co
 its time in the meetings (waiting for the others, the compactions, the final one),
 final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
-    python benchmarks/profile_kernel.py [--quick] [--dtype fp32]
+    python benchmarks/profile_kernel.py [--quick] [--dtype fp32] [--variants w32,w32pre]
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ def variants(dtype, k, quick=False):
             "w32nosb": (dataclasses.replace(base, w32=True, sample=False), False),
             "w32nopf": (dataclasses.replace(base, w32=True, ahead=0), False),
             "w32nopfpre": (dataclasses.replace(base, w32=True, ahead=0), True),
+            # three programs per SM (80 registers), the register-held key search kept
+            "w32occ3": (dataclasses.replace(base, w32=True, programs_per_sm=3, maxnreg=80), False),
         }
         if base.search_tol:  # fp32: the compactions' early stop off
             out["exact"] = (dataclasses.replace(base, search_tol=0), False)
@@ -99,7 +101,19 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--dtype", choices=sorted(DT), default=None, help="only these shapes")
+    p.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated: only these of the mode's variants (e.g. w32,w32pre)",
+    )
     a = p.parse_args()
+    wanted = set(a.variants.split(",")) if a.variants else None
+    if wanted:  # every name known before anything runs
+        known = set(variants(torch.bfloat16, 512, a.quick)) | set(
+            variants(torch.float32, 512, a.quick)
+        )
+        if wanted - known:
+            p.error(f"--variants: unknown {sorted(wanted - known)}; known {sorted(known)}")
     mhz = sm_mhz()
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
     hdr = (
@@ -121,6 +135,8 @@ def main() -> None:
         shape = f"{dts} {rows}x{n} k={k} {order}"
         for name, (cfg, use_preset) in variants(dtype, k, a.quick).items():
             if name == "other" and cfg == launch_config(dtype, k):
+                continue
+            if wanted and name not in wanted:
                 continue
 
             fn = functools.partial(call, k=k, opt=opt, cfg=cfg, kth=kth if use_preset else None)
