@@ -154,6 +154,18 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
         src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
         out.append((lv, opts.get("maxnreg"), compiled))
+    if triton_short.warp_first(plan):  # the one-warp kernel that goes first
+        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False}
+        consts.update(triton_short._warp_kwargs(dtype, plan, flags, page_flags, False))
+        if k == 1:
+            consts["k"] = 1
+        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
+        sig = triton_short.warp_kernel_signature(dtype, False)
+        for name in consts:
+            sig[name] = "constexpr"
+        src = ASTSource(triton_short.warp_rows_kernel, sig, constexprs=consts)
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+        out.append(("warp", opts.get("maxnreg"), compiled))
     return triton_short.describe(plan), out
 
 
@@ -257,10 +269,14 @@ def main() -> None:
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
+                            where = (
+                                "warp kernel warps=1"
+                                if lv == "warp"
+                                else f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
+                            )
                             print(
                                 f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "
-                                f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps} cap={cap} "
-                                f"{ptxas_report(c.asm['ptx'])}{stats}"
+                                f"{where} cap={cap} {ptxas_report(c.asm['ptx'])}{stats}"
                             )
         return
     for d in dtypes:
