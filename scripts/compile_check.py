@@ -144,7 +144,7 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     # register cap); the page map's flags, left at their defaults there, spelled out
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     for lv, kw in zip(plan.levels, launch, strict=True):
-        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False, **kw}
+        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False, "SKIP_DONE": False, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         if k == 1:
             consts["k"] = 1
