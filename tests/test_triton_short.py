@@ -425,7 +425,9 @@ def test_short_config_variants_by_name():
     assert ShortConfig.variant("radix5@96") == ShortConfig(radix_bits=5, reg_cap=96)
     assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
     assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
-    for bad in ("radixx", "new", "radix@ninety"):
+    assert ShortConfig.variant("warp") == ShortConfig(warp=True)
+    assert ShortConfig.variant("warp512@96") == ShortConfig(warp=True, warp_chunk=512, reg_cap=96)
+    for bad in ("radixx", "new", "radix@ninety", "warp100", "warp16", "warpx"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
 
@@ -484,6 +486,8 @@ def test_warp_kernel_first(kind):
             kw = dict(order=order, largest=largest, index_dtype=idx, **window)
             got = check(x, 8, cfg=WARP, values=values, **kw)
             same_bits(got, run(x, 8, cfg=SHORT, values=values, **kw)[0])
+    # chunks of 64 (two a lane): more steps, the same bits
+    same_bits(check(x, 8, cfg=dataclasses.replace(WARP, warp_chunk=64)), run(x, 8)[0])
 
 
 def test_warp_kernel_takes_the_rows_its_sample_allows(monkeypatch):

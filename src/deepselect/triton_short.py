@@ -626,7 +626,6 @@ def short_rows_kernel(
 
 
 WARP_SAMPLE = tl.constexpr(128)  # keys a warp samples for its threshold (4 a lane)
-WARP_CHUNK = tl.constexpr(256)  # elements a warp filters a step (8 a lane)
 
 
 @triton.jit
@@ -685,13 +684,14 @@ def warp_rows_kernel(
     RADIX: tl.constexpr,
     RADIX_BITS: tl.constexpr,
     CAND: tl.constexpr,
+    CH: tl.constexpr,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
 ):
     """One warp per row (``num_warps=1``): no barrier anywhere. A sample of
     WARP_SAMPLE keys at evenly spaced positions of the row's window gives a threshold,
-    as :func:`_prefilter` does; the row then streams past in chunks of WARP_CHUNK,
+    as :func:`_prefilter` does; the row then streams past in chunks of CH,
     and the keys at or above the threshold go, in index order, to this row's scratch
     ``scr [rows, CAND]`` (packed ``key << 32 | index``); from those alone
     :func:`_finish` selects and writes, as the 8-warp kernel would. Exact: the
@@ -701,7 +701,6 @@ def warp_rows_kernel(
     by :func:`short_rows_kernel` (SKIP_DONE) from every element."""
     NT: tl.constexpr = 32
     S: tl.constexpr = WARP_SAMPLE
-    CH: tl.constexpr = WARP_CHUNK
     row = tl.program_id(0)
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
@@ -821,6 +820,7 @@ class ShortConfig:
         one warp per row and no barrier, where the prefilter would apply and its
         candidates fit in 32 a lane (``cand_size <= 1024``); the rows it leaves undone
         take the 8-warp kernel after it. An experiment, off until timed.
+        ``warp_chunk``: the elements it filters a step (a power of two, 32-4096).
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -840,6 +840,7 @@ class ShortConfig:
     reg_cap: int = 0
     prefilter: bool = True
     warp: bool = False
+    warp_chunk: int = 256
 
     __hash__ = _hash_once
 
@@ -847,13 +848,16 @@ class ShortConfig:
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: ``radix`` (the default
         config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search) or
-        ``nopf`` (no prefilter) or ``warp`` (:func:`warp_rows_kernel` first), each
-        optionally ``@R`` for a register cap of ``R``."""
+        ``nopf`` (no prefilter) or ``warp`` / ``warpC`` (:func:`warp_rows_kernel`
+        first, chunks of ``C``), each optionally ``@R`` for a register cap of ``R``."""
         base, _, cap = name.partition("@")
         if base == "nopf":
             cfg = cls(prefilter=False)
-        elif base == "warp":
-            cfg = cls(warp=True)
+        elif base.startswith("warp") and (base[4:].isdigit() or base == "warp"):
+            chunk = int(base[4:] or 256)
+            if chunk & (chunk - 1) or not 32 <= chunk <= 4096:
+                raise ValueError(f"variant {name!r}: the warp chunk is a power of two, 32-4096")
+            cfg = cls(warp=True, warp_chunk=chunk)
         elif base == "old":
             cfg = cls(radix=False)
         elif base == "radix":
@@ -862,7 +866,8 @@ class ShortConfig:
             cfg = cls(radix_bits=int(base[5:]))
         else:
             raise ValueError(
-                f"variant: radix, radixB, old, nopf or warp, each optionally @CAP; got {name!r}"
+                f"variant: radix, radixB, old, nopf, warp or warpC, each optionally @CAP; "
+                f"got {name!r}"
             )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1105,6 +1110,7 @@ def _warp_kwargs(
     for name in _WARP_DROP:
         kw.pop(name)
     kw.update(page_flags)
+    kw["CH"] = plan.cfg.warp_chunk
     kw["num_warps"] = 1
     if not interp:
         # 16 warps (rows) per SM; ptxas (Triton 3.6, sm_90): 190 registers uncapped,
