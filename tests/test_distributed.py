@@ -199,6 +199,8 @@ def _worker(rank: int, world: int, init: str, out) -> None:
             if "begin <= end <= N" not in str(exc):
                 failures.append(f"wrong message: {exc}")
     finally:
+        # every rank done with its collectives before any tears its connections down
+        dist.barrier()
         dist.destroy_process_group()
     out.put((rank, count, failures))
 
