@@ -290,11 +290,22 @@ def _prefilter(
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
-        r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-        thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
+        thr = _sample_threshold(sk, nv, kmax, kmin, k, RAW16, RADIX_BITS)
         c = tl.sum((keys >= thr).to(tl.int32), axis=0)
     return thr, c
+
+
+@triton.jit
+def _sample_threshold(sk, nv, kmax, kmin, k, RAW16: tl.constexpr, RADIX_BITS: tl.constexpr):
+    """The ``r``-th largest of the sampled keys ``sk`` (``S`` of them, within ``[kmin,
+    kmax]``, from a slice of ``nv`` valid elements): ``r`` the expected number of
+    samples at or above the k-th key, ``m = k S / nv``, plus 2.5 standard deviations
+    (``sqrt(m)``) and 2 (see :func:`_prefilter`)."""
+    S: tl.constexpr = sk.shape[0]
+    m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
+    r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
+    thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
+    return thr
 
 
 @triton.jit
@@ -629,21 +640,6 @@ WARP_SAMPLE = tl.constexpr(128)  # keys a warp samples for its threshold (4 a la
 
 
 @triton.jit
-def _kth_of(keys, r):
-    """The ``r``-th largest of ``keys`` (uint32, ``1 <= r <= len``), by bisection: a
-    compare and a sum a step (within one warp: shuffles only)."""
-    lo = tl.min(keys, axis=0)
-    hi = tl.max(keys, axis=0)
-    while lo < hi:  # invariant: at least r keys are >= lo
-        mid = lo + (hi - lo) // 2 + 1
-        if tl.sum((keys >= mid).to(tl.int32), axis=0) >= r:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-@triton.jit
 def warp_rows_kernel(
     x_ptr,
     stride_xr,
@@ -712,13 +708,13 @@ def warp_rows_kernel(
     nv = tl.maximum(hi - lo, 0)
     done = row < 0
     if (nv >= 4 * k) & (nv > CAND):
-        # 1. the sample's r-th largest key (r: see _prefilter)
+        # 1. the threshold from a sample, as _prefilter takes it
         spos = lo + (nv * tl.arange(0, S)) // S
         sraw = tl.load(x_row + spos.to(tl.int64) * stride_xc)
         skey = K._raw_key(sraw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
-        r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-        thr = _kth_of(skey, r)
+        smax = tl.max(skey, axis=0)
+        smin = tl.min(skey, axis=0)
+        thr = _sample_threshold(skey, nv, smax, smin, k, RAW16, RADIX_BITS)
         # 2. the keys >= thr to the scratch, in index order (each lane's elements of a
         # chunk are consecutive: the running count is a scan in the lane and one
         # across the lanes)
@@ -1113,8 +1109,8 @@ def _warp_kwargs(
     kw["CH"] = plan.cfg.warp_chunk
     kw["num_warps"] = 1
     if not interp:
-        # 16 warps (rows) per SM; ptxas (Triton 3.6, sm_90): 190 registers uncapped,
-        # 128 with 128 bytes of spill; Triton 3.9 needs 127
+        # 16 warps (rows) per SM; ptxas (sm_90) spills 92-128 bytes there for bf16
+        # with Triton 3.6, 0-36 with Triton 3.9
         kw["maxnreg"] = plan.cfg.reg_cap or 128
     return kw
 
