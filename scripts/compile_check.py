@@ -142,30 +142,26 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     out = []
     # the arguments run_short launches each level with (its compile-time ones, warps,
     # register cap); the page map's flags, left at their defaults there, spelled out
+    defaults = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False}
+
+    def build(fn, sig, kw):
+        """(register cap, kernel) built as a launch with ``kw`` builds it."""
+        consts = {**defaults, **kw}
+        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
+        if k == 1:
+            consts["k"] = 1
+        sig = {**sig, **{name: "constexpr" for name in consts}}
+        src = ASTSource(fn, sig, constexprs=consts)
+        return opts.get("maxnreg"), triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
+
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     for lv, kw in zip(plan.levels, launch, strict=True):
-        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False, "SKIP_DONE": False, **kw}
-        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
-        if k == 1:
-            consts["k"] = 1
         sig = triton_short.kernel_signature(dtype, False)
-        for name in consts:
-            sig[name] = "constexpr"
-        src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
-        out.append((lv, opts.get("maxnreg"), compiled))
+        out.append((lv, *build(triton_short.short_rows_kernel, sig, {"SKIP_DONE": False, **kw})))
     if triton_short.warp_first(plan):  # the one-warp kernel that goes first
-        consts = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False}
-        consts.update(triton_short._warp_kwargs(dtype, plan, flags, page_flags, False))
-        if k == 1:
-            consts["k"] = 1
-        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
+        kw = triton_short._warp_kwargs(dtype, plan, flags, page_flags, False)
         sig = triton_short.warp_kernel_signature(dtype, False)
-        for name in consts:
-            sig[name] = "constexpr"
-        src = ASTSource(triton_short.warp_rows_kernel, sig, constexprs=consts)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
-        out.append(("warp", opts.get("maxnreg"), compiled))
+        out.append(("warp", *build(triton_short.warp_rows_kernel, sig, kw)))
     return triton_short.describe(plan), out
 
 
