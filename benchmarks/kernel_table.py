@@ -25,11 +25,13 @@ from deepselect import bench, reference
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
+    _sm_count,
     check_variant,
     launch_config,
     occupancy_variant,
     other_search,
     run_triton,
+    stream_config,
 )
 
 L2_BYTES = 60 * 2**20
@@ -162,6 +164,24 @@ def apply_variant(cfg, part, k):
     raise ValueError(f"unknown variant {part!r}")
 
 
+def only_cases(spec: str) -> list[tuple]:
+    """The cases ``--only`` names: DTYPE:BATCH:N picks the table's (any k and order),
+    DTYPE:BATCH:N:K:ORDER any shape; ValueError for a malformed or unknown one."""
+    out = []
+    for item in spec.split(","):
+        f = item.split(":")
+        if len(f) == 3 and f[0] in DT:
+            found = [c for c in CASES if c[:3] == (f[0], int(f[1]), int(f[2]))]
+            if not found:
+                raise ValueError(f"--only {item}: not in the table (give K:ORDER too)")
+            out += found
+        elif len(f) == 5 and f[0] in DT and f[4] in ("none", "value", "index"):
+            out.append((f[0], int(f[1]), int(f[2]), int(f[3]), f[4]))
+        else:
+            raise ValueError(f"--only {item}: expected DTYPE:BATCH:N[:K:ORDER]")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -171,13 +191,15 @@ def main() -> None:
     p.add_argument(
         "--only",
         default=None,
-        help="comma-separated DTYPE:BATCH:N (e.g. fp32:256:129280): only those cases",
+        help="comma-separated DTYPE:BATCH:N (e.g. fp32:256:129280): only those cases of "
+        "the table; DTYPE:BATCH:N:K:ORDER any shape (e.g. fp32:300:129280:512:value)",
     )
     p.add_argument(
         "--variant",
         default="default",
-        help="comma-separated launch variants: default, other (the other compaction key "
-        "search), check2 (compaction checked every 2 blocks), occN (N programs "
+        help="comma-separated launch variants: default (run_triton's launch), other (the "
+        "other compaction key search), check2 (compaction checked every 2 blocks), occN (N "
+        "programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
@@ -208,10 +230,13 @@ def main() -> None:
                 apply_variant(launch_config(torch.float32, 512), part, 512)
             except ValueError as e:
                 p.error(str(e))
-    only = None if a.only is None else set(a.only.split(","))
-    for dts, rows, n, k, order in QUICK if a.quick else CASES:
-        if only is not None and f"{dts}:{rows}:{n}" not in only:
-            continue
+    cases = QUICK if a.quick else CASES
+    if a.only is not None:
+        try:
+            cases = only_cases(a.only)
+        except ValueError as e:
+            p.error(str(e))
+    for dts, rows, n, k, order in cases:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
@@ -223,7 +248,7 @@ def main() -> None:
         )
         read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
         for variant in variants:
-            cfg = launch_config(dtype, k)
+            cfg = stream_config(dtype, k, rows, _sm_count(0))  # as run_triton launches
             for part in variant.split("+"):  # e.g. w32+pf4
                 cfg = apply_variant(cfg, part, k)
             variant = (

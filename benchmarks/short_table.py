@@ -22,7 +22,7 @@ from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 
 from deepselect import bench
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import _sm_count, run_triton
+from deepselect.triton_backend import _sm_count, run_triton, stream_config
 from deepselect.triton_short import ShortConfig, describe, run_short, short_path
 
 SHAPES = [  # dtype, batch, N, k
@@ -80,7 +80,7 @@ def main() -> None:
 
         def stream(x, k=k, opt=opt):
             v, i = out(x)
-            run_triton(x, k, opt, v, i, grid=min(x.shape[0], 2 * sm))
+            run_triton(x, k, opt, v, i, config=stream_config(x.dtype, k, x.shape[0], sm))
             return v, i
 
         s2 = check(inputs[0], k, "none", *stream(inputs[0]))

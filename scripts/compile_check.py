@@ -56,7 +56,7 @@ def compile_rows_kernel(
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
-        cfg = occupancy_variant(cfg, programs)
+        cfg = occupancy_variant(cfg, programs, reg_search=True)  # as a crowded launch
     if every > 1:
         cfg = check_variant(cfg, k, every)
     if other_search:
@@ -225,7 +225,7 @@ def main() -> None:
     p.add_argument("--w32", action="store_true", help="warps stream independently")
     p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
     p.add_argument(
-        "--programs", type=int, default=None, help="programs per SM (register cap, chunked search)"
+        "--programs", type=int, default=None, help="programs per SM (their register cap)"
     )
     p.add_argument(
         "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: the kernel's phase profile (PROFILE=1, PROFILE_ARGS), the kernel
 # benchmark table (every result checked first; VARIANT=default|other|both compaction
-# key search), robustness distributions in full mode or when ROBUST="dist ..." is
-# set (each a quick table with ROBUST_VARIANT, else VARIANT), then the GPU
+# key search; TABLE_ARGS more options, e.g. "--only fp32:300:129280:512:value"),
+# robustness distributions in full mode or when ROBUST="dist ..." is set (each a
+# quick table with ROBUST_VARIANT, else VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
 # SHORT=1 adds the few/short-rows table (SHORT_ARGS its options), HOST=1 small
@@ -30,7 +31,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick) ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/profile.txt"
 fi
 if [ "${TABLE:-1}" = 1 ]; then
-  timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+  timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} ${TABLE_ARGS:-} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
 fi
 if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, normal and preset
   for pre in "" --preset ${NCU_EXTRA:-}; do  # NCU_EXTRA="--w32" adds a third launch

@@ -84,3 +84,10 @@ def test_short_path_builds_with_k_one():
     integer argument equal to 1): every level of a split builds with it."""
     lines = compile_check("--short", "8x300000", "--dtype", "bf16", "--k", "1", "--order", "none")
     assert len(lines) == 2
+
+
+def test_crowded_stream_launch_builds_at_its_cap():
+    """A crowded launch (stream_config: three programs per SM) of the sampler's shape,
+    fp32 sorted, assembles within its 80-register cap."""
+    (line,) = compile_check("--dtype", "fp32", "--order", "value", "--programs", "3")
+    assert int(re.search(r"regs=(\d+)", line).group(1)) <= 80, line

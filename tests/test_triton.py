@@ -20,7 +20,15 @@ from deepselect.distributions import KINDS, make
 from deepselect.keys import from_keys, to_keys
 from deepselect.options import Order
 from deepselect.reference import block_at, block_stride, sample_rank
-from deepselect.triton_backend import LaunchConfig, _next_pow2, launch_config, run_triton
+from deepselect.triton_backend import (
+    CROWDED_MAX_K,
+    CROWDED_PER_SM,
+    LaunchConfig,
+    _next_pow2,
+    launch_config,
+    run_triton,
+    stream_config,
+)
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -505,18 +513,45 @@ def test_gpu_warp_private_stream(kind, dtype):
             assert_same_topk((ov, oi), oracle_topk(x, k, opt), order)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [1, CROWDED_MAX_K])
+def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
+    """Rows that two programs per SM do not cover in one wave launch CROWDED_PER_SM
+    per SM at the register cap that fits them, with the launch's own key search;
+    fewer rows, and larger k, keep launch_config's. Decided from the shape alone."""
+    base = launch_config(dtype, k)
+    sm = 132
+    for rows in (1, 2 * sm):
+        assert stream_config(dtype, k, rows, sm) == base
+    for big in (CROWDED_MAX_K + 1, 2048):
+        assert stream_config(dtype, big, 4096, sm) == launch_config(dtype, big)
+    for rows in (2 * sm + 1, 4096):
+        cfg = stream_config(dtype, k, rows, sm)
+        assert cfg.programs_per_sm == CROWDED_PER_SM
+        assert cfg.maxnreg is not None and cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
+        assert cfg.reg_search == base.reg_search
+        assert dataclasses.replace(cfg, programs_per_sm=2, maxnreg=base.maxnreg) == base
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "variant",
-    [{"fast": False}, {"single": False}, {"one_barrier": False}, {"reg_ties": False}],
-    ids=["nofast", "nosingle", "twobar", "noregties"],
+    [
+        {"fast": False},
+        {"single": False},
+        {"one_barrier": False},
+        {"reg_ties": False},
+        {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
+    ],
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):
     """The launch variants kept for A/B timing (kernel_table.py) stay exact on the
-    GPU, in both loops: the filter's hit path without the fast compare, and a lane's
-    one hit placed by the general loop. Windows put lanes across the window's edges
-    and the threshold's index inside blocks."""
+    GPU, in both loops: the filter's hit path without the fast compare, a lane's
+    one hit placed by the general loop, and a crowded launch's register cap (spills).
+    Windows put lanes across the window's edges and the threshold's index inside
+    blocks."""
     rows, n, k = 24, 300_000, 512
     g = torch.Generator(device="cuda").manual_seed(4)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)

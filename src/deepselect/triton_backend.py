@@ -204,14 +204,44 @@ def kernel_constants(
     )
 
 
-def occupancy_variant(cfg: LaunchConfig, programs_per_sm: int) -> LaunchConfig:
+def occupancy_variant(
+    cfg: LaunchConfig, programs_per_sm: int, reg_search: bool = False
+) -> LaunchConfig:
     """``cfg`` with ``programs_per_sm`` programs per SM: the register cap that lets
-    them fit (256 threads each, 64K registers per SM) and the compaction's search by
-    passes (its register-held form needs CAP / 256 more registers). For A/B timing."""
+    them fit (256 threads each, 64K registers per SM) and, unless ``reg_search``, the
+    compaction's search by passes (its register-held form needs CAP / 256 more
+    registers). For A/B timing, and :func:`stream_config`'s crowded launches."""
     regs = (65536 // (256 * programs_per_sm)) // 8 * 8
     return dataclasses.replace(
-        cfg, programs_per_sm=programs_per_sm, maxnreg=min(regs, 255), reg_search=False
+        cfg,
+        programs_per_sm=programs_per_sm,
+        maxnreg=min(regs, 255),
+        reg_search=reg_search and cfg.reg_search,
     )
+
+
+CROWDED_PER_SM = 3
+"""Programs per SM of a crowded launch (:func:`stream_config`)."""
+CROWDED_MAX_K = 512
+"""The largest k that a crowded launch takes (:func:`stream_config`)."""
+
+
+def stream_config(dtype: torch.dtype, k: int, rows: int, sm_count: int) -> LaunchConfig:
+    """The streaming kernel's launch for ``rows`` rows on ``sm_count`` SMs (shape only).
+
+    Rows that two programs per SM do not cover in one wave, k up to CROWDED_MAX_K,
+    take CROWDED_PER_SM programs per SM at the register cap that fits them (80), the
+    register-held key search kept: more warps per SM hide the stream's latency, at
+    the price of spills outside the stream loop. Timed on an H200 against two
+    programs per SM (benchmarks/RESULTS.md): fp32 4096 x 129,280 sorted 1.80 -> 1.59
+    ms, bf16 4096 x 1M 3.91 -> 3.65 ms, bf16 300 x 1M 0.66 -> 0.55 ms; fp32 300 rows
+    even. Larger k lost (bf16 768 x 256K k = 1024 9% slower, 512 x 128K k = 2048 35%),
+    so they, and fewer rows, keep :func:`launch_config`'s two programs per SM at 128
+    registers."""
+    cfg = launch_config(dtype, k)
+    if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
+        cfg = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
+    return cfg
 
 
 def other_search(cfg: LaunchConfig) -> LaunchConfig:
@@ -344,11 +374,10 @@ def run_triton(
         return
     if page is not None and (k > MAX_FAST_K or out_indices.stride(1) != 1):
         raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
+    sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
     if config is None and grid is None:  # short rows, or too few rows to fill the GPU
         from .triton_short import run_short, short_path
 
-        dev = x.device
-        sm = _sm_count(dev.index or 0) if dev.type == "cuda" else 4
         plan = short_path(x, k, opt, sm)
         if plan is not None:
             run_short(x, k, opt, out_values, out_indices, plan, page=page)
@@ -384,7 +413,7 @@ def run_triton(
         for buf, tmp in staged:
             buf.copy_(tmp)
         return
-    cfg = config or launch_config(x.dtype, k)
+    cfg = config or stream_config(x.dtype, k, rows, sm)
     if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
         # long rows: warps stream independently (by default their searches exact)
         cfg = dataclasses.replace(cfg, w32=True, search_tol=cfg.search_tol if config else 0)
@@ -394,9 +423,7 @@ def run_triton(
     raw = x.view(_RAW[x.dtype])
     asm = use_asm(x) and cfg.B == K.THREADS * K.WORDS * (32 // bits)
     if grid is None:
-        per = cfg.programs_per_sm
-        full = _sm_count(x.device.index or 0) * per if x.device.type == "cuda" else 4
-        grid = min(rows, full)
+        grid = min(rows, sm * cfg.programs_per_sm if x.device.type == "cuda" else 4)
     dev = x.device
     scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
