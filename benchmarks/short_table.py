@@ -7,8 +7,7 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), ``warp`` / ``warpC`` (short rows through the
-one-warp kernel first, chunks of ``C``), each optionally with a register cap,
+``nopf`` (no sampled prefilter), each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included).
 """
@@ -42,8 +41,7 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
-        "warp / warpC (the one-warp kernel first, chunks of C); @CAP",
+        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter); @CAP",
     )
     p.add_argument(
         "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"

@@ -143,25 +143,17 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     # the arguments run_short launches each level with (its compile-time ones, warps,
     # register cap); the page map's flags, left at their defaults there, spelled out
     defaults = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False}
-
-    def build(fn, sig, kw):
-        """(register cap, kernel) built as a launch with ``kw`` builds it."""
+    launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
+    for lv, kw in zip(plan.levels, launch, strict=True):
         consts = {**defaults, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         if k == 1:
             consts["k"] = 1
-        sig = {**sig, **{name: "constexpr" for name in consts}}
-        src = ASTSource(fn, sig, constexprs=consts)
-        return opts.get("maxnreg"), triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
-
-    launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
-    for lv, kw in zip(plan.levels, launch, strict=True):
         sig = triton_short.kernel_signature(dtype, False)
-        out.append((lv, *build(triton_short.short_rows_kernel, sig, {"SKIP_DONE": False, **kw})))
-    if triton_short.warp_first(plan):  # the one-warp kernel that goes first
-        kw = triton_short._warp_kwargs(dtype, plan, flags, page_flags, False)
-        sig = triton_short.warp_kernel_signature(dtype, False)
-        out.append(("warp", *build(triton_short.warp_rows_kernel, sig, kw)))
+        sig.update({name: "constexpr" for name in consts})
+        src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
+        c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
+        out.append((lv, opts.get("maxnreg"), c))
     return triton_short.describe(plan), out
 
 
@@ -265,11 +257,7 @@ def main() -> None:
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
-                            where = (
-                                "warp kernel warps=1"
-                                if lv == "warp"
-                                else f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
-                            )
+                            where = f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
                             print(
                                 f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "
                                 f"{where} cap={cap} {ptxas_report(c.asm['ptx'])}{stats}"

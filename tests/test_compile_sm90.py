@@ -71,14 +71,6 @@ def test_short_path_builds():
     assert len(lines) == 1
 
 
-def test_warp_kernel_builds():
-    """ShortConfig.warp's one-warp kernel (and the 8-warp one that skips its rows)."""
-    for order in ("none", "value"):
-        lines = compile_check("--short", "4096x4096", "--dtype", "bf16", "--order", order,
-                              "--variant", "warp")  # fmt: skip
-        assert len(lines) == 2 and "warp kernel" in lines[1], lines
-
-
 def test_short_path_builds_with_k_one():
     """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
     integer argument equal to 1): every level of a split builds with it."""

@@ -15,19 +15,17 @@ from helpers import assert_same_topk, bits, warm_then_capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deepselect import TopkOptions, oracle_topk, triton_short
+from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
 from deepselect.triton_backend import _RAW
 from deepselect.triton_short import (
     CROWDED,
-    WARP_SAMPLE,
     ShortConfig,
     _launch_kwargs,
     describe,
     run_short,
     short_path,
-    warp_first,
 )
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -333,21 +331,6 @@ def test_gpu_full_size(rows, n, k, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["normal", "distinct32", "nan_hotspots"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_gpu_warp_kernel_first(kind, dtype):
-    """ShortConfig.warp at full size (4096 x 4096, k = 512, 16 warps a SM), with the
-    8-warp kernel taking the rows it leaves (distinct32's ties), windows, orders."""
-    x = make(kind, 4096, 4096, dtype, "cuda", seed=5)
-    sm = torch.cuda.get_device_properties(0).multi_processor_count
-    g = torch.Generator(device="cuda").manual_seed(2)
-    begin = torch.randint(0, 1000, (4096,), device="cuda", generator=g)
-    assert warp_first(short_path(x, 512, TopkOptions(), sm, ShortConfig(warp=True)))
-    for order, window in ((Order.NONE, {}), (Order.VALUE, {"begin": begin})):
-        check(x, 512, cfg=ShortConfig(warp=True), sm=sm, order=order, **window)
-
-
-@pytest.mark.gpu
 def test_gpu_ties_and_windows():
     x = make("distinct32", 4, 2**20, torch.bfloat16, "cuda", seed=1)
     begin = torch.tensor([0, 1000, 500_000, 7], device="cuda")
@@ -425,9 +408,7 @@ def test_short_config_variants_by_name():
     assert ShortConfig.variant("radix5@96") == ShortConfig(radix_bits=5, reg_cap=96)
     assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
     assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
-    assert ShortConfig.variant("warp") == ShortConfig(warp=True)
-    assert ShortConfig.variant("warp512@96") == ShortConfig(warp=True, warp_chunk=512, reg_cap=96)
-    for bad in ("radixx", "new", "radix@ninety", "warp100", "warp16", "warpx"):
+    for bad in ("radixx", "new", "radix@ninety", "warp"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
 
@@ -454,62 +435,3 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     assert cap(4096, ShortConfig(reg_cap=96)) == 96
     assert cap(4096, interp=True) is None
     assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")
-
-
-WARP = dataclasses.replace(SHORT, warp=True)
-
-
-@pytest.mark.parametrize(
-    "kind", ["normal", "halves", "ascending", "distinct2", "nan_hotspots", "signed_zeros"]
-)
-def test_warp_kernel_first(kind):
-    """ShortConfig.warp: warp_rows_kernel (one warp a row) selects the rows whose
-    sample holds, the 8-warp kernel the rest (here distinct2's ties, and windows too
-    short to sample): exact and the same bits as without it, in every order, both
-    directions, with windows, without values, int32 and int64 indices. "halves":
-    normal values rounded to halves, so that several tie at the k-th, and the
-    warp's rows must keep the lowest indices of them."""
-    if kind == "halves":
-        x = (make("normal", 4, 500, torch.float32, DEV, seed=3) * 2).round().bfloat16() / 2
-    else:
-        x = make(kind, 4, 500, torch.bfloat16, DEV, seed=3)
-    begin = torch.tensor([0, 3, 10, 0], device=DEV)
-    end = torch.tensor([500, 499, 400, 20], device=DEV)
-    plan = short_path(x, 8, TopkOptions(), SM, WARP)
-    assert warp_first(plan), describe(plan)
-    for order in Order:
-        for largest, window, values, idx in (
-            (True, {}, True, torch.int64),
-            (False, {"begin": begin, "end": end}, True, torch.int32),
-            (True, {"begin": begin}, False, torch.int32),
-        ):
-            kw = dict(order=order, largest=largest, index_dtype=idx, **window)
-            got = check(x, 8, cfg=WARP, values=values, **kw)
-            same_bits(got, run(x, 8, cfg=SHORT, values=values, **kw)[0])
-    # chunks of 64 (two a lane): more steps, the same bits
-    same_bits(check(x, 8, cfg=dataclasses.replace(WARP, warp_chunk=64)), run(x, 8)[0])
-
-
-def test_warp_kernel_takes_the_rows_its_sample_allows(monkeypatch):
-    """With the 8-warp kernel stubbed out, the rows warp_rows_kernel leaves undone keep
-    the buffers' initial contents: a normal row is done (and exact); a row whose
-    sampled positions hold its largest values (threshold above the k-th) and one
-    whose sample holds its smallest (more pass than CAND) are not, and are exact
-    once the 8-warp kernel runs after it."""
-    n, k = 500, 8
-    x = make("normal", 3, n, torch.float32, DEV, seed=11)
-    sampled = (n * torch.arange(WARP_SAMPLE.value, device=DEV)) // WARP_SAMPLE.value
-    x[0, sampled] = 100.0 + torch.arange(len(sampled), device=DEV, dtype=x.dtype)
-    x[1, sampled] = -100.0 - torch.arange(len(sampled), device=DEV, dtype=x.dtype)
-
-    class Stub:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: None
-
-    with monkeypatch.context() as m:
-        m.setattr(triton_short, "short_rows_kernel", Stub())
-        (ov, oi), opt = run(x, k, cfg=WARP)
-    assert (oi[:2] == -77).all() and (oi[2] != -77).all()
-    want = oracle_topk(x, k, opt)
-    assert_same_topk((ov[2:], oi[2:]), (want[0][2:], want[1][2:]), opt.order)
-    check(x, k, cfg=WARP)

@@ -513,7 +513,6 @@ def short_rows_kernel(
     n_batch,
     r2b_ptr,
     scr_ptr,
-    done_ptr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     INF_BITS: tl.constexpr,
@@ -537,11 +536,9 @@ def short_rows_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
-    SKIP_DONE: tl.constexpr = False,
 ):
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
-    row ``p // nseg``. SKIP_DONE: a row with ``done_ptr[row] != 0`` is left alone
-    (:func:`warp_rows_kernel` has written it).
+    row ``p // nseg``.
 
     Source (SRC_CAND=False): the raw bits of ``x`` (int16/int32 view, any strides);
     the slice is positions ``[s*L, s*L + L)`` intersected with the row's window.
@@ -555,9 +552,6 @@ def short_rows_kernel(
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
-    if SKIP_DONE:
-        if tl.load(done_ptr + row) != 0:
-            return
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
     o = _spread(NMAX, NT)
@@ -636,127 +630,6 @@ def short_rows_kernel(
         )  # fmt: skip
 
 
-WARP_SAMPLE = tl.constexpr(128)  # keys a warp samples for its threshold (4 a lane)
-
-
-@triton.jit
-def warp_rows_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_ptr,
-    done_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    CAND: tl.constexpr,
-    CH: tl.constexpr,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-):
-    """One warp per row (``num_warps=1``): no barrier anywhere. A sample of
-    WARP_SAMPLE keys at evenly spaced positions of the row's window gives a threshold,
-    as :func:`_prefilter` does; the row then streams past in chunks of CH,
-    and the keys at or above the threshold go, in index order, to this row's scratch
-    ``scr [rows, CAND]`` (packed ``key << 32 | index``); from those alone
-    :func:`_finish` selects and writes, as the 8-warp kernel would. Exact: the
-    threshold is used only if at least k and at most CAND keys reach it (every one of
-    the top k is then among them); ``done_ptr[row]`` says whether it was, and a row
-    left undone (a misleading sample, or a window too short to sample) is selected
-    by :func:`short_rows_kernel` (SKIP_DONE) from every element."""
-    NT: tl.constexpr = 32
-    S: tl.constexpr = WARP_SAMPLE
-    row = tl.program_id(0)
-    row64 = row.to(tl.int64)
-    x_row = x_ptr + row64 * stride_xr
-    if HAS_WINDOW:
-        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-    else:
-        lo = 0
-        hi = N
-    nv = tl.maximum(hi - lo, 0)
-    done = row < 0
-    if (nv >= 4 * k) & (nv > CAND):
-        # 1. the threshold from a sample, as _prefilter takes it
-        spos = lo + (nv * tl.arange(0, S)) // S
-        sraw = tl.load(x_row + spos.to(tl.int64) * stride_xc)
-        skey = K._raw_key(sraw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        smax = tl.max(skey, axis=0)
-        smin = tl.min(skey, axis=0)
-        thr = _sample_threshold(skey, nv, smax, smin, k, RAW16, RADIX_BITS)
-        # 2. the keys >= thr to the scratch, in index order (each lane's elements of a
-        # chunk are consecutive: the running count is a scan in the lane and one
-        # across the lanes)
-        scr_row = scr_ptr + row64 * CAND
-        c = nv * 0
-        o = _spread(CH, NT)
-        c0 = lo - lo % CH
-        # each chunk is loaded one step ahead: its load is in flight while the one
-        # before is filtered
-        nxt = tl.load(x_row + (c0 + o).to(tl.int64) * stride_xc, mask=c0 + o < hi, other=0)
-        for _ in range(c0, hi, CH):
-            pos = c0 + o
-            inw = (pos >= lo) & (pos < hi)
-            raw = nxt
-            c0 += CH
-            nxt = tl.load(x_row + (c0 + o).to(tl.int64) * stride_xc, mask=c0 + o < hi, other=0)
-            key = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-            f = inw & (key >= thr)  # (outside the window: loaded, not used)
-            slot = c + _running_count(f.to(tl.int32), NT) - 1
-            word = (key.to(tl.int64) << 32) | pos.to(tl.int64)
-            tl.store(scr_row + slot, word, mask=f & (slot < CAND))
-            c += tl.sum(f.to(tl.int32), axis=0)
-        done = (thr > 0) & (c >= k) & (c <= CAND)
-        if done:
-            # 3. select from the kept and write (the scratch read back in the layout
-            # _finish's running counts take for index order)
-            q = _spread(CAND, NT)
-            w = tl.load(scr_row + q, mask=q < c, other=0xFFFFFFFF).to(tl.int64)
-            ck = (w >> 32).to(tl.uint32)
-            ci = w.to(tl.int32)
-            real = q < c
-            _finish(
-                ck, ci, real, c, tl.max(ck, axis=0), thr, k, row, 0, x_row, stride_xc,
-                scr_ptr, scr_ptr, 0, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir,
-                stride_oic, off_ptr, off_scalar, fill_index, fill_bits, page_ptr,
-                page_stride, max_pages, n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST,
-                RAW16, False, ORDER, OFF_TENSOR, WRITE_VALUES, KP, NP, FUSED_STATS, RADIX,
-                RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
-            )  # fmt: skip
-    tl.store(done_ptr + row, done.to(tl.int32))
-
-
 # ------------------------------------------------------------------------- the plan
 def _hash_once(self) -> int:
     """A frozen dataclass's hash, computed on first use and kept: configs and plans are
@@ -812,11 +685,6 @@ class ShortConfig:
         and more than :func:`cand_size` valid elements, a sampled threshold keeps
         the few at or above it and the selection runs on those alone
         (``_prefilter``); False: the selection always runs on every element held.
-    warp: short rows (one slice of 8 warps) go first through :func:`warp_rows_kernel`,
-        one warp per row and no barrier, where the prefilter would apply and its
-        candidates fit in 32 a lane (``cand_size <= 1024``); the rows it leaves undone
-        take the 8-warp kernel after it. An experiment, off until timed.
-        ``warp_chunk``: the elements it filters a step (a power of two, 32-4096).
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
@@ -835,8 +703,6 @@ class ShortConfig:
     radix_bits: int = 6
     reg_cap: int = 0
     prefilter: bool = True
-    warp: bool = False
-    warp_chunk: int = 256
 
     __hash__ = _hash_once
 
@@ -844,16 +710,10 @@ class ShortConfig:
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: ``radix`` (the default
         config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search) or
-        ``nopf`` (no prefilter) or ``warp`` / ``warpC`` (:func:`warp_rows_kernel`
-        first, chunks of ``C``), each optionally ``@R`` for a register cap of ``R``."""
+        ``nopf`` (no prefilter), each optionally ``@R`` for a register cap of ``R``."""
         base, _, cap = name.partition("@")
         if base == "nopf":
             cfg = cls(prefilter=False)
-        elif base.startswith("warp") and (base[4:].isdigit() or base == "warp"):
-            chunk = int(base[4:] or 256)
-            if chunk & (chunk - 1) or not 32 <= chunk <= 4096:
-                raise ValueError(f"variant {name!r}: the warp chunk is a power of two, 32-4096")
-            cfg = cls(warp=True, warp_chunk=chunk)
         elif base == "old":
             cfg = cls(radix=False)
         elif base == "radix":
@@ -862,8 +722,7 @@ class ShortConfig:
             cfg = cls(radix_bits=int(base[5:]))
         else:
             raise ValueError(
-                f"variant: radix, radixB, old, nopf, warp or warpC, each optionally @CAP; "
-                f"got {name!r}"
+                f"variant: radix, radixB, old or nopf, each optionally @CAP; got {name!r}"
             )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -999,8 +858,7 @@ def describe(plan: ShortPlan | None) -> str:
         return "stream"
     if plan.kind == "short":
         lv = plan.levels[0]
-        extra = (" crowded" if lv.crowded else "") + (" warp" if warp_first(plan) else "")
-        return f"short nmax={lv.nmax}{extra}"
+        return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
     return f"split L={first.L} seg={first.nseg} merge={merges}"
@@ -1057,22 +915,6 @@ def prefilters(plan: ShortPlan, level: Level) -> bool:
     return plan.cfg.prefilter and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
 
 
-def warp_first(plan: ShortPlan) -> bool:
-    """Whether ``plan`` runs :func:`warp_rows_kernel` before its one level
-    (``ShortConfig.warp``, short rows whose prefilter applies, candidates at most 32 a
-    lane)."""
-    lv = plan.levels[0]
-    return (
-        plan.cfg.warp
-        and plan.kind == "short"
-        and prefilters(plan, lv)
-        and cand_size(lv.nmax, plan.kp) <= 1024
-    )
-
-
-_WARP_DROP = ("SRC_CAND", "DST_CAND", "NMAX", "PREFILTER", "NT")
-
-
 @cache  # built once per plan and call shape: host time per call
 def _launch_kwargs(
     dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, interp: bool
@@ -1090,36 +932,8 @@ def _launch_kwargs(
         cap = None if interp else (plan.cfg.reg_cap or lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
-        if warp_first(plan):
-            kw["SKIP_DONE"] = True
         out.append(kw)
     return tuple(out)
-
-
-@cache
-def _warp_kwargs(
-    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, interp: bool
-) -> dict:
-    """:func:`warp_rows_kernel`'s compile-time arguments and launch options (no
-    register cap in the interpreter)."""
-    kw = kernel_constants(dtype, plan, plan.levels[0], **dict(flags))
-    for name in _WARP_DROP:
-        kw.pop(name)
-    kw.update(page_flags)
-    kw["CH"] = plan.cfg.warp_chunk
-    kw["num_warps"] = 1
-    if not interp:
-        # 16 warps (rows) per SM; ptxas (sm_90) spills 92-128 bytes there for bf16
-        # with Triton 3.6, 0-36 with Triton 3.9
-        kw["maxnreg"] = plan.cfg.reg_cap or 128
-    return kw
-
-
-def warp_kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``warp_rows_kernel`` (for ``triton.compile``)."""
-    full = kernel_signature(dtype, idx64)
-    drop = ("sk_ptr", "si_ptr", "C", "dk_ptr", "di_ptr", "DC", "L", "nseg")
-    return {name: t for name, t in full.items() if name not in drop}
 
 
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1133,7 +947,7 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
         sig[name] = i32
     sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
     sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
-    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64", done_ptr="*i32")
+    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
     return sig
 
 
@@ -1185,34 +999,6 @@ def run_short(
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
-    done = out_indices  # unused unless the warp kernel goes first
-    if warp_first(plan):
-        wkw = _warp_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
-        done = torch.empty(rows, dtype=torch.int32, device=dev)
-        scr = torch.empty((rows, wkw["CAND"]), dtype=torch.int64, device=dev)
-        warp_rows_kernel[(rows,)](
-            raw,
-            x.stride(0),
-            x.stride(1),
-            n,
-            begin,
-            end,
-            ov,
-            out_indices,
-            ov.stride(0) if write_values else 0,
-            ov.stride(1) if write_values else 0,
-            out_indices.stride(0),
-            out_indices.stride(1),
-            off_ptr,
-            off_scalar,
-            opt.fill_index,
-            fill_bits,
-            k,
-            *page_args,
-            scr,
-            done,
-            **wkw,
-        )
     for lv, kw in zip(plan.levels, launch_kw, strict=True):
         if lv.dst_cand:
             dc = lv.nseg * k
@@ -1252,7 +1038,6 @@ def run_short(
             lv.nseg,
             *(page_args if not lv.dst_cand else no_page),
             scr,
-            done,
             **kw,
         )
         src_k, src_i, c = dst_k, dst_i, dc
