@@ -154,6 +154,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, reg_search=cfg.CAP <= 8192)
     if part == "noregties":
         return dataclasses.replace(cfg, reg_ties=False)
+    if part in ("radix", "noradix"):
+        return dataclasses.replace(cfg, radix_search=part == "radix")
     if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
         ch = int(part[2:])
         return dataclasses.replace(cfg, CH=ch, NP=max(2, 4096 // ch))
@@ -206,7 +208,8 @@ def main() -> None:
         "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
         "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
-        "(tie-index search by chunked passes), regsearch (the register-held key search, "
+        "(tie-index search by chunked passes), radix / noradix (the compaction's key by a "
+        "radix select / a bisection), regsearch (the register-held key search, "
         "after occN), chN (compaction chunks of N), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
@@ -264,6 +267,7 @@ def main() -> None:
                 + ("" if cfg.single else "/nos")
                 + ("" if cfg.one_barrier else "/2b")
                 + ("" if cfg.reg_ties else "/nrt")
+                + ("/rdx" if cfg.radix_search and cfg.reg_search else "")
                 + ("" if cfg.CH == 512 else f"/ch{cfg.CH}")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")

@@ -53,6 +53,7 @@ def compile_rows_kernel(
     sample=True,
     programs=None,
     search_tol=0,
+    radix=False,
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
@@ -71,6 +72,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, sample=False)
     if search_tol:
         cfg = dataclasses.replace(cfg, search_tol=search_tol)
+    if radix:
+        cfg = dataclasses.replace(cfg, radix_search=True)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -228,6 +231,7 @@ def main() -> None:
         default=0,
         help="compactions before the last may keep k * (1 + 2^-N) (LaunchConfig.search_tol)",
     )
+    p.add_argument("--radix", action="store_true", help="the compaction's key by a radix select")
     p.add_argument(
         "--short",
         default=None,
@@ -282,6 +286,7 @@ def main() -> None:
                     sample=not a.no_sample,
                     programs=a.programs,
                     search_tol=a.search_tol,
+                    radix=a.radix,
                 )
                 ptx = c.asm["ptx"]
                 print(

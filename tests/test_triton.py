@@ -60,6 +60,7 @@ def run_small(
     sample=True,
     sample_z=None,
     search_tol=0,
+    radix=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -70,7 +71,7 @@ def run_small(
     cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
-    cfg = dataclasses.replace(cfg, search_tol=search_tol)
+    cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -91,11 +92,15 @@ def test_distributions(kind, dtype):
 @pytest.mark.parametrize(
     "kind", ["normal", "distinct2", "ascending", "nan_hotspots", "bits_negative"]
 )
-def test_register_key_search(kind):
-    """The compaction variant that bisects over register-held keys."""
-    x = make(kind, 2, 1500, torch.float32, DEV, seed=13)
-    check_small(x, 40, reg_search=True)
-    check_small(x, 40, reg_search=True, largest=False, order=Order.VALUE)
+@pytest.mark.parametrize("radix", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_register_key_search(kind, radix, dtype):
+    """The compaction's key search over register-held keys: a bisection, or
+    (``radix``) a radix select, with and without the sample."""
+    x = make(kind, 2, 1500, dtype, DEV, seed=13)
+    check_small(x, 40, reg_search=True, radix=radix)
+    check_small(x, 40, reg_search=True, radix=radix, largest=False, order=Order.VALUE)
+    check_small(x, 40, reg_search=True, radix=radix, sample=False)
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
@@ -542,8 +547,9 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
         {"one_barrier": False},
         {"reg_ties": False},
         {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
+        {"radix_search": True},
     ],
-    ids=["nofast", "nosingle", "twobar", "noregties", "crowded"],
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):

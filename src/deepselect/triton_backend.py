@@ -99,6 +99,10 @@ class LaunchConfig:
        key than may survive finds the exact index bound by a bisection over the tied
        indices held in registers; False: the chunked passes over the buffer. Taken
        by :func:`launch_config` like ``one_barrier``.
+    radix_search: with ``reg_search``, the compaction's pivot key by a radix select
+       over the held keys (digits of up to 6 bits, one histogram each; digits every
+       candidate shares skipped) rather than a bisection of one compare-and-sum per
+       key bit; ``search_tol`` then has no use. Tied indices by ``reg_ties``' bisection.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -127,6 +131,7 @@ class LaunchConfig:
     single: bool = True
     one_barrier: bool = True
     reg_ties: bool = True
+    radix_search: bool = False
 
 
 def _next_pow2(v: int) -> int:
@@ -192,7 +197,7 @@ def kernel_constants(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
-        REG_SEARCH=(2 if cfg.reg_ties else 1) if cfg.reg_search else 0,
+        REG_SEARCH=(3 if cfg.radix_search else 2 if cfg.reg_ties else 1) if cfg.reg_search else 0,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

@@ -858,6 +858,75 @@ def _kth_largest(
 
 
 @triton.jit
+def _radix_pass(
+    keys, prefix, rem, above, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
+):
+    """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
+    ``rem``-th largest among the valid keys whose bits above the digit equal those of
+    ``prefix`` (``TOP``: there are none, every key takes part).
+
+    The histogram counts bins from the top (bin ``j`` holds digit ``2^WIDTH - 1 - j``),
+    so that one inclusive cumulative sum gives, per bin, the keys at or above its
+    digit. Invalid elements hold key 0, so they can only fall into the last bin (digit
+    0, while the prefix so far is 0), and they need no mask: they add to no count
+    above it, and the last bin is chosen exactly when the bins above it hold fewer
+    than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
+    valid keys exist, so a bin is found. Returns the prefix with this digit set, the
+    rank left inside the chosen digit and the count of valid keys above the new
+    prefix."""
+    NB: tl.constexpr = 1 << WIDTH
+    rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
+    if TOP:
+        h = tl.histogram(rbin, NB)
+    else:
+        match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
+        h = tl.histogram(rbin, NB, mask=match)
+    c = tl.cumsum(h, axis=0)
+    # the bins strictly above the chosen one are those still short of rem: their number
+    # (the chosen bin's position) and their keys in one sum, the number in bits 20+
+    # (counts are at most NMAX <= 16384 < 2^20, bins at most 256)
+    s = tl.sum(tl.where(c < rem, h + (1 << 20), 0), axis=0)
+    gt = s & 0xFFFFF
+    digit = ((NB - 1) - (s >> 20)).to(tl.uint32)
+    return prefix | (digit << SHIFT), rem - gt, above + gt
+
+
+@triton.jit
+def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr):
+    """The k-th largest valid key P and the number of valid keys above it, by a radix
+    select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
+    ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
+    digits of 5, 5 and 6 bits; a digit narrower than ``RB`` costs the same).
+
+    A digit that is the same in every valid key (the bits of ``kmin ^ kmax`` from the
+    digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
+    no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
+    selected; the result is then unused)."""
+    NPASS: tl.constexpr = (BITS + RB - 1) // RB
+    prefix = (kmin * 0).to(tl.uint32)
+    rem = tl.minimum(k, nv)
+    above = nv * 0
+    diff = (kmin ^ kmax).to(tl.uint32)
+    for t in tl.static_range(NPASS):
+        # digit t: bits [BITS - (t + 1) * BITS // NPASS, BITS - t * BITS // NPASS)
+        if (nv > k) & ((diff >> (BITS - ((t + 1) * BITS) // NPASS)) != 0):
+            prefix, rem, above = _radix_pass(
+                keys,
+                prefix,
+                rem,
+                above,
+                BITS - ((t + 1) * BITS) // NPASS,
+                ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
+                t == 0,
+            )
+        else:
+            prefix = (kmin >> (BITS - ((t + 1) * BITS) // NPASS)) << (
+                BITS - ((t + 1) * BITS) // NPASS
+            )
+    return prefix, above
+
+
+@triton.jit
 def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
     """The first ``W`` slots of each region of one scratch half (all of them: ``W = CAP
     / NREG``) as a [NREG * W] tensor held in registers: the slots' offsets, which hold
@@ -873,23 +942,31 @@ def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
-def _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP: tl.constexpr, W: tl.constexpr):
-    """The kk-th largest key of the candidates in the first ``W`` slots of each region
-    (at least kk of them >= ``lo_key``), held in registers (:func:`_held_keys`), by
-    bisection: a compare and a sum a step. ``tol > 0``: it may stop at a key with
-    between kk and kk + tol keys at or above it."""
+def _held_kth(
+    src_k, cnt_ptr, lo_key, kk, tol, total, CAP: tl.constexpr, W: tl.constexpr,
+    RADIX: tl.constexpr,
+):  # fmt: skip
+    """The kk-th largest key of the ``total`` candidates, all in the first ``W`` slots
+    of each region and all with keys >= ``lo_key``, held in registers
+    (:func:`_held_keys`). RADIX: by :func:`_radix_select` (digits of up to 6
+    bits, a histogram a digit; digits that every key shares skipped).
+    Otherwise by bisection, a compare and a sum a step; ``tol > 0``: it may stop at a
+    key with between kk and kk + tol keys at or above it."""
     _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
     pk = lo_key
     hi = tl.max(keys, axis=0)
-    while pk < hi:  # invariant: at least kk candidates have key >= pk
-        mid = pk + (hi - pk) // 2 + 1
-        c = tl.sum((keys >= mid).to(tl.int32), axis=0)
-        if c >= kk:
-            pk = mid
-            if (tol > 0) & (c <= kk + tol):  # close enough: done
-                hi = mid
-        else:
-            hi = mid - 1
+    if RADIX:  # empty slots hold key 0, as _radix_select takes invalid elements
+        pk, _ = _radix_select(keys, total, hi, lo_key, kk, 32, 6)  # digits of <= 6 bits
+    else:
+        while pk < hi:  # invariant: at least kk candidates have key >= pk
+            mid = pk + (hi - pk) // 2 + 1
+            c = tl.sum((keys >= mid).to(tl.int32), axis=0)
+            if c >= kk:
+                pk = mid
+                if (tol > 0) & (c <= kk + tol):  # close enough: done
+                    hi = mid
+            else:
+                hi = mid - 1
     return pk
 
 
@@ -938,7 +1015,8 @@ def _compact(
     the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
     registers (a step is one compare-and-sum over a quarter, a half or all of each
     region's slots, as many as the fullest region fills; up to CAP / 256 more
-    registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too).
+    registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too;
+    REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -963,11 +1041,11 @@ def _compact(
             # compare-and-sum costs per slot held
             fullest = tl.max(cnt_l, axis=0)
             if fullest <= S // 4:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S // 4)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH == 3)
             elif fullest <= S // 2:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S // 2)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH == 3)
             else:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, CAP, S)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH == 3)
         else:
             vmax = tl.zeros([CH], tl.uint32)
             for j in range(0, nch):
@@ -997,7 +1075,7 @@ def _compact(
         ilo = tl.min(imin, axis=0)
         pi = tl.max(imax, axis=0)
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
-            if REG_SEARCH == 2:  # the (kk - gt)-th lowest tied index, from registers
+            if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
                 pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP)
             else:
                 pi = _kth_largest(

@@ -172,75 +172,6 @@ def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr
 
 
 @triton.jit
-def _radix_pass(
-    keys, prefix, rem, above, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
-):
-    """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
-    ``rem``-th largest among the valid keys whose bits above the digit equal those of
-    ``prefix`` (``TOP``: there are none, every key takes part).
-
-    The histogram counts bins from the top (bin ``j`` holds digit ``2^WIDTH - 1 - j``),
-    so that one inclusive cumulative sum gives, per bin, the keys at or above its
-    digit. Invalid elements hold key 0, so they can only fall into the last bin (digit
-    0, while the prefix so far is 0), and they need no mask: they add to no count
-    above it, and the last bin is chosen exactly when the bins above it hold fewer
-    than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
-    valid keys exist, so a bin is found. Returns the prefix with this digit set, the
-    rank left inside the chosen digit and the count of valid keys above the new
-    prefix."""
-    NB: tl.constexpr = 1 << WIDTH
-    rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
-    if TOP:
-        h = tl.histogram(rbin, NB)
-    else:
-        match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
-        h = tl.histogram(rbin, NB, mask=match)
-    c = tl.cumsum(h, axis=0)
-    # the bins strictly above the chosen one are those still short of rem: their number
-    # (the chosen bin's position) and their keys in one sum, the number in bits 20+
-    # (counts are at most NMAX <= 16384 < 2^20, bins at most 256)
-    s = tl.sum(tl.where(c < rem, h + (1 << 20), 0), axis=0)
-    gt = s & 0xFFFFF
-    digit = ((NB - 1) - (s >> 20)).to(tl.uint32)
-    return prefix | (digit << SHIFT), rem - gt, above + gt
-
-
-@triton.jit
-def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr):
-    """The k-th largest valid key P and the number of valid keys above it, by a radix
-    select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
-    ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
-    digits of 5, 5 and 6 bits; a digit narrower than ``RB`` costs the same).
-
-    A digit that is the same in every valid key (the bits of ``kmin ^ kmax`` from the
-    digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
-    no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
-    selected; the result is then unused)."""
-    NPASS: tl.constexpr = (BITS + RB - 1) // RB
-    prefix = (kmin * 0).to(tl.uint32)
-    rem = tl.minimum(k, nv)
-    above = nv * 0
-    diff = (kmin ^ kmax).to(tl.uint32)
-    for t in tl.static_range(NPASS):
-        # digit t: bits [BITS - (t + 1) * BITS // NPASS, BITS - t * BITS // NPASS)
-        if (nv > k) & ((diff >> (BITS - ((t + 1) * BITS) // NPASS)) != 0):
-            prefix, rem, above = _radix_pass(
-                keys,
-                prefix,
-                rem,
-                above,
-                BITS - ((t + 1) * BITS) // NPASS,
-                ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
-                t == 0,
-            )
-        else:
-            prefix = (kmin >> (BITS - ((t + 1) * BITS) // NPASS)) << (
-                BITS - ((t + 1) * BITS) // NPASS
-            )
-    return prefix, above
-
-
-@triton.jit
 def _prefilter(
     keys,
     nv,
@@ -304,7 +235,7 @@ def _sample_threshold(sk, nv, kmax, kmin, k, RAW16: tl.constexpr, RADIX_BITS: tl
     S: tl.constexpr = sk.shape[0]
     m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
     r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-    thr, _ = _radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
+    thr, _ = K._radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
     return thr
 
 
@@ -409,7 +340,7 @@ def _finish(
     row64 = row.to(tl.int64)
     # 2. pivot key
     if RADIX:
-        pk, above = _radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
+        pk, above = K._radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
     else:
         pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
