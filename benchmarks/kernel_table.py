@@ -128,8 +128,8 @@ def apply_variant(cfg, part, k):
         return cfg
     if part == "other":
         return other_search(cfg)
-    if part == "check2":
-        return check_variant(cfg, k, 2)
+    if re.fullmatch(r"check\d+", part):  # check1: every block, the buffer as launched
+        return check_variant(cfg, k, int(part[5:]))
     if part == "novec":
         return dataclasses.replace(cfg, vec=False)
     if part == "w32":
@@ -200,7 +200,7 @@ def main() -> None:
         "--variant",
         default="default",
         help="comma-separated launch variants: default (run_triton's launch), other (the "
-        "other compaction key search), check2 (compaction checked every 2 blocks), occN (N "
+        "other compaction key search), checkN (compaction checked every N blocks), occN (N "
         "programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
@@ -251,7 +251,7 @@ def main() -> None:
         )
         read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
         for variant in variants:
-            cfg = stream_config(dtype, k, rows, _sm_count(0))  # as run_triton launches
+            cfg = stream_config(dtype, k, rows, n, _sm_count(0))  # as run_triton launches
             for part in variant.split("+"):  # e.g. w32+pf4
                 cfg = apply_variant(cfg, part, k)
             variant = (

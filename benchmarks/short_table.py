@@ -79,7 +79,7 @@ def main() -> None:
 
         def stream(x, k=k, opt=opt):
             v, i = out(x)
-            run_triton(x, k, opt, v, i, config=stream_config(x.dtype, k, x.shape[0], sm))
+            run_triton(x, k, opt, v, i, config=stream_config(x.dtype, k, *x.shape, sm))
             return v, i
 
         s2 = check(inputs[0], k, "none", *stream(inputs[0]))

@@ -29,6 +29,7 @@ from deepselect.triton_backend import (
     run_triton,
     stream_config,
 )
+from deepselect.triton_short import short_path
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -523,19 +524,52 @@ def test_gpu_warp_private_stream(kind, dtype):
 def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     """Rows that two programs per SM do not cover in one wave launch CROWDED_PER_SM
     per SM at the register cap that fits them, with the launch's own key search;
-    fewer rows, and larger k, keep launch_config's. Decided from the shape alone."""
+    fewer rows, and larger k, keep launch_config's. A crowded block-synchronous
+    launch whose buffer holds two blocks without growing (32-bit keys) checks every
+    second block; rows long enough for the warp-private loop never do. Decided from
+    the shape alone."""
     base = launch_config(dtype, k)
     sm = 132
-    for rows in (1, 2 * sm):
-        assert stream_config(dtype, k, rows, sm) == base
-    for big in (CROWDED_MAX_K + 1, 2048):
-        assert stream_config(dtype, big, 4096, sm) == launch_config(dtype, big)
-    for rows in (2 * sm + 1, 4096):
-        cfg = stream_config(dtype, k, rows, sm)
-        assert cfg.programs_per_sm == CROWDED_PER_SM
-        assert cfg.maxnreg is not None and cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
-        assert cfg.reg_search == base.reg_search
-        assert dataclasses.replace(cfg, programs_per_sm=2, maxnreg=base.maxnreg) == base
+    short_n, long_n = 129_280, base.w32_from * base.B
+    for n in (short_n, long_n):
+        for rows in (1, 2 * sm):
+            assert stream_config(dtype, k, rows, n, sm) == base
+        for big in (CROWDED_MAX_K + 1, 2048):
+            assert stream_config(dtype, big, 4096, n, sm) == launch_config(dtype, big)
+        for rows in (2 * sm + 1, 4096):
+            cfg = stream_config(dtype, k, rows, n, sm)
+            assert cfg.programs_per_sm == CROWDED_PER_SM
+            assert cfg.maxnreg is not None and cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
+            assert (cfg.reg_search, cfg.CAP) == (base.reg_search, base.CAP)
+            every = 2 if n == short_n and dtype == torch.float32 else 1
+            assert cfg.check_every == every
+            assert cfg.CAP // 8 > cfg.check_every * (cfg.B // 8)  # a region holds them
+            same = dict(programs_per_sm=2, maxnreg=base.maxnreg, check_every=1, B2=base.B2)
+            assert dataclasses.replace(cfg, **same) == base
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gpu_crowded_rows_by_default(dtype):
+    """More rows than two programs per SM take the crowded launch by default (fp32:
+    a compaction check every second block) and stay exact on adversarial inputs,
+    both directions, sorted and unsorted, with windows."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, n, k = 2 * sm + 5, 20_000, 512
+    assert stream_config(dtype, k, rows, n, sm).programs_per_sm == CROWDED_PER_SM
+    g = torch.Generator(device="cuda").manual_seed(6)
+    begin = torch.randint(0, 5_000, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "ascending", "distinct2", "nan_hotspots", "staircase"):
+        x = make(kind, rows, n, dtype, "cuda", seed=14)
+        for largest, order, window in (
+            (True, Order.VALUE, {}),
+            (False, Order.NONE, {"begin": begin}),
+            (True, Order.INDEX, {"begin": begin}),
+        ):
+            opt = TopkOptions(order=order, largest=largest, **window)
+            assert short_path(x, k, opt, sm) is None  # the streaming kernel
+            got = topk_rows(x, k, order=order.value, largest=largest, **window)
+            assert_same_topk(got, oracle_topk(x, k, opt), order, kind)
 
 
 @pytest.mark.gpu
