@@ -608,10 +608,10 @@ class ShortConfig:
         and pads a histogram to 32 bins, so 5-6 bits per pass do the least work
         (ptxas, sm_90, 4096 keys: 6 gives 16-bit keys 3 passes and 32-bit keys 6).
     reg_cap: register cap of every launch (0: :meth:`Level.maxnreg`'s). At 4096 keys
-        and 8 warps (ptxas, sm_90, Triton 3.6) the counting search takes 64 registers
-        under the default cap of 128, room for 4 programs per SM; the radix select
-        takes all 128 (its ballots are hoisted), 96 without spills, 80 with 24-52
-        bytes of spill, 64 with ~100-170: a cap to time for occupancy.
+        and 8 warps (ptxas, sm_90, Triton 3.6, bf16, k = 512, with the prefilter) the
+        radix select's kernel takes all 128 registers with 160 bytes of spill
+        traffic, 220 at a cap of 96, 528 at 80, 1,012 at 64: a cap to time for
+        occupancy (80 was, for crowded launches).
     prefilter: where a slice (of the input or of candidates) holds at least ``4 k``
         and more than :func:`cand_size` valid elements, a sampled threshold keeps
         the few at or above it and the selection runs on those alone
