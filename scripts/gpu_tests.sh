@@ -12,7 +12,11 @@
 #   GPU_TESTS_SPLIT    "tests" (default): round-robin over test ids; "functions":
 #                      the parametrisations of one function (which share kernel
 #                      specialisations) stay together, in pieces of at most tests / P,
-#                      and the pieces are balanced over the shards
+#                      and the pieces are balanced over the shards; "queue": the same
+#                      pieces cut to at most tests / (3 P), and each of P workers takes
+#                      the next piece (largest first) when it is done with one, one
+#                      pytest process a piece: shards of equal counts took 18 to 406 s
+#                      on the GPU machine (compile time differs from test to test)
 #   GPU_TESTS_DRY      1: write and print the split, run nothing
 #   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
 #   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
@@ -58,49 +62,89 @@ echo "collected ${#ids[@]} tests (marker '${MARK}') in $(($(date +%s) - t0)) s; 
   "timeout ${TIMEOUT} s each; Triton cache $TRITON_CACHE_DIR"
 
 for ((s = 0; s < P; s++)); do : >"$OUT/shard_$s.ids"; done
-if [ "${GPU_TESTS_SPLIT:-tests}" = functions ]; then
-  # each function's tests together, cut into pieces of at most ceil(tests / P); the
-  # pieces, largest first, each to the shard with the fewest tests so far
+rm -rf "$OUT"/piece_* "$OUT"/claim_* "$OUT"/shard_*.pieces
+split=${GPU_TESTS_SPLIT:-tests}
+if [ "$split" = functions ] || [ "$split" = queue ]; then
+  # each function's tests together, cut into pieces of at most ceil(tests / P)
+  # (queue: ceil(tests / 3P)); functions: the pieces, largest first, each to the shard
+  # with the fewest tests so far; queue: the pieces as files, largest first
   printf '%s\n' "${ids[@]}" | python3 -c '
 import sys
-out, p = sys.argv[1], int(sys.argv[2])
+out, p, queue = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "queue"
 ids = sys.stdin.read().splitlines()
-cap = -(-len(ids) // p)
+cap = -(-len(ids) // (3 * p if queue else p))
 funcs = {}
 for i in ids:
     funcs.setdefault(i.split("[")[0], []).append(i)
 pieces = [f[j : j + cap] for f in funcs.values() for j in range(0, len(f), cap)]
+pieces.sort(key=len, reverse=True)
+if queue:
+    for j, piece in enumerate(pieces):
+        with open(f"{out}/piece_{j:04d}.ids", "w") as fh:
+            fh.writelines(t + "\n" for t in piece)
+    sys.exit(0)
 shards = [[] for _ in range(p)]
-for piece in sorted(pieces, key=len, reverse=True):
+for piece in pieces:
     min(shards, key=len).extend(piece)
 for s, mine in enumerate(shards):
     with open(f"{out}/shard_{s}.ids", "w") as fh:
         fh.writelines(t + "\n" for t in mine)
-' "$OUT" "$P"
+' "$OUT" "$P" "$split"
 else
   for i in "${!ids[@]}"; do printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$((i % P)).ids"; done
 fi
+mapfile -t pieces < <(ls "$OUT" | grep -E '^piece_[0-9]+\.ids$')
 if [ "${GPU_TESTS_DRY:-0}" = 1 ]; then # the split only
   for ((s = 0; s < P; s++)); do echo "shard $s: $(wc -l <"$OUT/shard_$s.ids") tests"; done
+  for pc in "${pieces[@]}"; do echo "${pc%.ids}: $(wc -l <"$OUT/$pc") tests"; done
   exit 0
 fi
 
+run_ids() { # run_ids <ids file> <log> <seconds>: one pytest process over those ids
+  local -a mine
+  mapfile -t mine <"$1"
+  # the ids were selected above: no -m here (a marker expression would re-filter them)
+  timeout --kill-after=10 "$3" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+    -rfE "${mine[@]}" >"$2" 2>&1
+}
+
 pids=()
+deadline=$(($(date +%s) + TIMEOUT))
 for ((s = 0; s < P; s++)); do
-  (
-    mapfile -t mine <"$OUT/shard_$s.ids"
-    # a shard left without tests (fewer pieces of functions than shards) runs nothing:
-    # pytest given no ids would collect every test
-    if [ ${#mine[@]} -eq 0 ]; then
-      echo "no tests in this shard in 0.00s" >"$OUT/shard_$s.log"
-      echo 0 >"$OUT/shard_$s.rc"
-      exit 0
-    fi
-    # the ids were selected above: no -m here (a marker expression would re-filter them)
-    timeout --kill-after=10 "$TIMEOUT" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-      -rfE "${mine[@]}" >"$OUT/shard_$s.log" 2>&1
-    echo $? >"$OUT/shard_$s.rc"
-  ) &
+  if [ "$split" = queue ]; then
+    (
+      # take the next unclaimed piece (mkdir claims it once) until none is left or
+      # the time is up; the worker's log gathers its pieces' logs
+      : >"$OUT/shard_$s.log"
+      for pc in "${pieces[@]}"; do
+        j=${pc%.ids}
+        mkdir "$OUT/claim_$j" 2>/dev/null || continue
+        cat "$OUT/$pc" >>"$OUT/shard_$s.ids"
+        left=$((deadline - $(date +%s)))
+        if [ "$left" -le 0 ]; then
+          echo "$j: not run, the time was up" >"$OUT/$j.log"
+          echo 124 >"$OUT/$j.rc"
+        else
+          run_ids "$OUT/$pc" "$OUT/$j.log" "$left"
+          echo $? >"$OUT/$j.rc"
+        fi
+        { echo "== $j"; cat "$OUT/$j.log"; } >>"$OUT/shard_$s.log"
+        echo "$j" >>"$OUT/shard_$s.pieces"
+      done
+    ) &
+  else
+    (
+      # a shard left without tests (fewer pieces of functions than shards) runs nothing:
+      # pytest given no ids would collect every test
+      if [ ! -s "$OUT/shard_$s.ids" ]; then
+        echo "no tests in this shard in 0.00s" >"$OUT/shard_$s.log"
+        echo 0 >"$OUT/shard_$s.rc"
+        exit 0
+      fi
+      run_ids "$OUT/shard_$s.ids" "$OUT/shard_$s.log" "$TIMEOUT"
+      echo $? >"$OUT/shard_$s.rc"
+    ) &
+  fi
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
@@ -110,11 +154,11 @@ count() { # count <word> <line>: the number before "<word>" in pytest's summary 
   n=$(grep -oE "[0-9]+ $1" <<<"$2" | head -1 | cut -d' ' -f1)
   echo "${n:-0}"
 }
-total_p=0 total_f=0 total_e=0 total_s=0 bad=0
-for ((s = 0; s < P; s++)); do
-  rc=$(cat "$OUT/shard_$s.rc" 2>/dev/null || echo 1)
+tally() { # tally <log> <rc file>: "passed failed errors skipped state" of one pytest run
+  local rc line p f e sk state
+  rc=$(cat "$2" 2>/dev/null || echo 1)
   # pytest -q ends with e.g. "3 passed, 1 skipped in 2.31s" (possibly between '=' rules)
-  line=$(grep -E '[0-9]+ (passed|failed|error|errors|skipped|deselected)' "$OUT/shard_$s.log" |
+  line=$(grep -E '[0-9]+ (passed|failed|error|errors|skipped|deselected)' "$1" |
     grep -E ' in [0-9.]+s' | tail -1)
   p=$(count passed "$line") f=$(count failed "$line") e=$(count error "$line")
   sk=$(count skipped "$line")
@@ -125,6 +169,20 @@ for ((s = 0; s < P; s++)); do
   elif [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
     state="rc=$rc"
     [ "$f" = 0 ] && [ "$e" = 0 ] && e=1 # a crash without a summary line still fails
+  fi
+  echo "$p $f $e $sk $state"
+}
+total_p=0 total_f=0 total_e=0 total_s=0 bad=0
+for ((s = 0; s < P; s++)); do
+  if [ "$split" = queue ]; then # the sum over the worker's pieces
+    p=0 f=0 e=0 sk=0 state=ok
+    while read -r j; do
+      read -r pp ff ee ss st <<<"$(tally "$OUT/$j.log" "$OUT/$j.rc")"
+      p=$((p + pp)) f=$((f + ff)) e=$((e + ee)) sk=$((sk + ss))
+      [ "$st" != ok ] && state="$st ($j)"
+    done < <(cat "$OUT/shard_$s.pieces" 2>/dev/null)
+  else
+    read -r p f e sk state <<<"$(tally "$OUT/shard_$s.log" "$OUT/shard_$s.rc")"
   fi
   [ "$state" != ok ] && bad=1
   n=$(wc -l <"$OUT/shard_$s.ids")
