@@ -33,6 +33,7 @@ from deepselect.triton_backend import (
     launch_config,
     other_search,
     run_triton,
+    stream_config,
 )
 
 SHAPES = [  # dtype, batch, N, k, order
@@ -63,6 +64,7 @@ def sm_mhz() -> float:
 def variants(dtype, k, quick=False):
     # the block-synchronous loop (its phases are timed); w32 / w32pre: warps independent
     base = dataclasses.replace(launch_config(dtype, k), w32_from=None)
+    crowded = dataclasses.replace(stream_config(dtype, k, 1 << 20, base.B, 1), w32_from=None)
     if quick:
         out = {
             "default": (base, False),
@@ -76,6 +78,9 @@ def variants(dtype, k, quick=False):
             "w32nopfpre": (dataclasses.replace(base, w32=True, ahead=0), True),
             # three programs per SM (80 registers), the register-held key search kept
             "w32occ3": (dataclasses.replace(base, w32=True, programs_per_sm=3, maxnreg=80), False),
+            # the launch of crowded rows (stream_config; fp32: a check every second block)
+            "crowded": (crowded, False),
+            "crowdedpre": (crowded, True),
         }
         if base.search_tol:  # fp32: the compactions' early stop off
             out["exact"] = (dataclasses.replace(base, search_tol=0), False)
