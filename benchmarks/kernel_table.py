@@ -130,6 +130,12 @@ def apply_variant(cfg, part, k):
         return other_search(cfg)
     if re.fullmatch(r"check\d+", part):  # check1: every block, the buffer as launched
         return check_variant(cfg, k, int(part[5:]))
+    if re.fullmatch(r"tight\d+", part):  # every N blocks in the launch's buffer: less slack
+        every = int(part[5:])
+        tight = dataclasses.replace(cfg, check_every=every, B2=cfg.CAP - k - every * cfg.B)
+        if tight.CAP // 8 <= every * (tight.B // 8) or tight.B2 < 1:
+            raise ValueError(f"variant {part}: {cfg.CAP} slots cannot hold {every} blocks")
+        return tight
     if part == "novec":
         return dataclasses.replace(cfg, vec=False)
     if part == "w32":
@@ -200,8 +206,8 @@ def main() -> None:
         "--variant",
         default="default",
         help="comma-separated launch variants: default (run_triton's launch), other (the "
-        "other compaction key search), checkN (compaction checked every N blocks), occN (N "
-        "programs "
+        "other compaction key search), checkN (compaction checked every N blocks), "
+        "tightN (the same in the launch's buffer, with less slack), occN (N programs "
         "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
         "independently: every row), now32 (never), pfN (warps also ask L2 for the "
         "block N beyond the loaded one), nosb (the first compaction keeps k, not a "

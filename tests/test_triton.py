@@ -114,6 +114,25 @@ def test_compaction_checked_every_few_blocks(kind, every):
     check_small(x, 40, every=every, largest=False, order=Order.VALUE, reg_search=True)
 
 
+@pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "staircase"])
+def test_compaction_checked_every_few_blocks_in_a_tight_buffer(kind):
+    """A check every 3 blocks in a buffer sized for one (kernel_table's tightN): a
+    slack B2 of less than a block, so that compactions come from the regions' limit
+    as often as from the count. The same answer, both directions, with windows."""
+    x = make(kind, 3, 3000, torch.float32, DEV, seed=29)
+    k = 40
+    base = small_config(k, reg_search=True)
+    cfg = dataclasses.replace(base, check_every=3, B2=base.CAP - k - 3 * base.B)
+    assert 1 <= cfg.B2 < cfg.B and cfg.CAP // 8 > 3 * (cfg.B // 8)
+    begin, end = torch.tensor([0, 10, 700]), torch.tensor([3000, 2990, 2100])
+    for largest, window in ((True, {}), (False, {"begin": begin, "end": end})):
+        opt = TopkOptions(order=Order.VALUE, largest=largest, **window)
+        ov = torch.empty((3, k), dtype=x.dtype, device=x.device)
+        oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
+        run_triton(x, k, opt, ov, oi, config=cfg)
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("order", list(Order))
 def test_orders_and_index_dtypes(dtype, order):
