@@ -12,6 +12,7 @@ its time in the meetings (waiting for the others, the compactions, the final one
 final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
     python benchmarks/profile_kernel.py [--quick] [--dtype fp32] [--variants w32,w32pre]
+        [--dist ascending]
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def variants(dtype, k, quick=False):
             out["exact"] = (dataclasses.replace(base, search_tol=0), False)
         return out
     out = {"default": (base, False), "other": (other_search(base), False)}
+    out.update(crowded=(crowded, False), crowdedpre=(crowded, True))
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
     out["preset"] = (base, True)
@@ -106,6 +108,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--dtype", choices=sorted(DT), default=None, help="only these shapes")
+    p.add_argument("--dist", default="normal", help="input kind, as kernel_table.py's --dist")
     p.add_argument(
         "--variants",
         default=None,
@@ -132,12 +135,12 @@ def main() -> None:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
-        inputs = [draw("normal", rows, n, dtype, s) for s in range(copies_for(nbytes))]
+        inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
         opt = TopkOptions(order=order)
         # each input's true k-th key (computed before timing)
         kth = {id(x): to_keys(torch.topk(x, k, dim=1).values[:, -1:]).view(-1) for x in inputs}
         kth = {key: q.to(torch.int32) for key, q in kth.items()}
-        shape = f"{dts} {rows}x{n} k={k} {order}"
+        shape = f"{dts} {rows}x{n} k={k} {order}" + ("" if a.dist == "normal" else f" {a.dist}")
         for name, (cfg, use_preset) in variants(dtype, k, a.quick).items():
             if name == "other" and cfg == launch_config(dtype, k):
                 continue
