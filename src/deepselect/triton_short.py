@@ -221,22 +221,11 @@ def _prefilter(
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        thr = _sample_threshold(sk, nv, kmax, kmin, k, RAW16, RADIX_BITS)
+        m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
+        r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
+        thr, _ = K._radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
         c = tl.sum((keys >= thr).to(tl.int32), axis=0)
     return thr, c
-
-
-@triton.jit
-def _sample_threshold(sk, nv, kmax, kmin, k, RAW16: tl.constexpr, RADIX_BITS: tl.constexpr):
-    """The ``r``-th largest of the sampled keys ``sk`` (``S`` of them, within ``[kmin,
-    kmax]``, from a slice of ``nv`` valid elements): ``r`` the expected number of
-    samples at or above the k-th key, ``m = k S / nv``, plus 2.5 standard deviations
-    (``sqrt(m)``) and 2 (see :func:`_prefilter`)."""
-    S: tl.constexpr = sk.shape[0]
-    m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
-    r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-    thr, _ = K._radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
-    return thr
 
 
 @triton.jit
