@@ -32,6 +32,7 @@ from deepselect.triton_backend import (
     other_search,
     run_triton,
     stream_config,
+    tight_variant,
 )
 
 L2_BYTES = 60 * 2**20
@@ -131,11 +132,7 @@ def apply_variant(cfg, part, k):
     if re.fullmatch(r"check\d+", part):  # check1: every block, the buffer as launched
         return check_variant(cfg, k, int(part[5:]))
     if re.fullmatch(r"tight\d+", part):  # every N blocks in the launch's buffer: less slack
-        every = int(part[5:])
-        tight = dataclasses.replace(cfg, check_every=every, B2=cfg.CAP - k - every * cfg.B)
-        if tight.CAP // 8 <= every * (tight.B // 8) or tight.B2 < 1:
-            raise ValueError(f"variant {part}: {cfg.CAP} slots cannot hold {every} blocks")
-        return tight
+        return tight_variant(cfg, k, int(part[5:]))
     if part == "novec":
         return dataclasses.replace(cfg, vec=False)
     if part == "w32":

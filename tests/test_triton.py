@@ -28,6 +28,7 @@ from deepselect.triton_backend import (
     launch_config,
     run_triton,
     stream_config,
+    tight_variant,
 )
 from deepselect.triton_short import short_path
 
@@ -122,7 +123,7 @@ def test_compaction_checked_every_few_blocks_in_a_tight_buffer(kind):
     x = make(kind, 3, 3000, torch.float32, DEV, seed=29)
     k = 40
     base = small_config(k, reg_search=True)
-    cfg = dataclasses.replace(base, check_every=3, B2=base.CAP - k - 3 * base.B)
+    cfg = tight_variant(base, k, 3)
     assert 1 <= cfg.B2 < cfg.B and cfg.CAP // 8 > 3 * (cfg.B // 8)
     begin, end = torch.tensor([0, 10, 700]), torch.tensor([3000, 2990, 2100])
     for largest, window in ((True, {}), (False, {"begin": begin, "end": end})):
@@ -131,6 +132,20 @@ def test_compaction_checked_every_few_blocks_in_a_tight_buffer(kind):
         oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
         run_triton(x, k, opt, ov, oi, config=cfg)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+def test_a_buffer_too_small_for_its_checks_is_refused():
+    """A region must hold check_every blocks' worst case, and B2 be at least 1: both
+    tight_variant and run_triton refuse a config that breaks either."""
+    base = small_config(40)  # 512 slots, regions of 64, blocks of 128 (16 a region)
+    with pytest.raises(ValueError, match="cannot hold"):
+        tight_variant(base, 40, 4)
+    x = make("normal", 1, 1000, torch.float32, DEV, seed=1)
+    ov = torch.empty((1, 40), dtype=x.dtype, device=x.device)
+    oi = torch.empty((1, 40), dtype=torch.int32, device=x.device)
+    for bad in (dataclasses.replace(base, check_every=4), dataclasses.replace(base, B2=0)):
+        with pytest.raises(ValueError, match="cannot hold"):
+            run_triton(x, 40, TopkOptions(), ov, oi, config=bad)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

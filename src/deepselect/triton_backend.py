@@ -316,6 +316,21 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
     )
 
 
+def tight_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
+    """``cfg`` checking for compaction every ``every`` blocks in its own buffer, the
+    slack B2 shrunk to make room (for A/B timing); ValueError where it cannot."""
+    tight = dataclasses.replace(cfg, check_every=every, B2=cfg.CAP - k - every * cfg.B)
+    _check_buffer(tight)
+    return tight
+
+
+def _check_buffer(cfg: LaunchConfig) -> None:
+    """ValueError unless a region holds ``check_every`` blocks' worst case and the
+    slack B2 is at least 1."""
+    if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
+        raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
+
+
 def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) -> tuple:
     """The kernels' per-row window and index-offset arguments: ``(window, begin, end,
     off_tensor, off_ptr, off_scalar)``; ``placeholder`` stands in for absent tensors.
@@ -432,8 +447,7 @@ def run_triton(
     if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
         # long rows: warps stream independently (by default their searches exact)
         cfg = dataclasses.replace(cfg, w32=True, search_tol=cfg.search_tol if config else 0)
-    if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
-        raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
+    _check_buffer(cfg)
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
     raw = x.view(_RAW[x.dtype])
     asm = use_asm(x) and cfg.B == K.THREADS * K.WORDS * (32 // bits)
