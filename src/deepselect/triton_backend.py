@@ -209,6 +209,12 @@ def kernel_constants(
     )
 
 
+def occupancy_cap(programs_per_sm: int) -> int:
+    """The register cap that fits ``programs_per_sm`` programs of 256 threads in an
+    SM's 64K registers (a multiple of 8, at most 255): 80 for three."""
+    return min((65536 // (256 * programs_per_sm)) // 8 * 8, 255)
+
+
 def occupancy_variant(
     cfg: LaunchConfig, programs_per_sm: int, reg_search: bool = False
 ) -> LaunchConfig:
@@ -216,11 +222,10 @@ def occupancy_variant(
     them fit (256 threads each, 64K registers per SM) and, unless ``reg_search``, the
     compaction's search by passes (its register-held form needs CAP / 256 more
     registers). For A/B timing, and :func:`stream_config`'s crowded launches."""
-    regs = (65536 // (256 * programs_per_sm)) // 8 * 8
     return dataclasses.replace(
         cfg,
         programs_per_sm=programs_per_sm,
-        maxnreg=min(regs, 255),
+        maxnreg=occupancy_cap(programs_per_sm),
         reg_search=reg_search and cfg.reg_search,
     )
 

@@ -89,10 +89,12 @@ from .options import Order, TopkOptions
 from .triton_backend import (
     _ORDER_CODE,
     _RAW,
+    CROWDED_PER_SM,
     PageMap,
     _fill_bits,
     _interpreting,
     _next_pow2,
+    occupancy_cap,
     page_arguments,
     row_arguments,
 )
@@ -652,10 +654,11 @@ class ShortConfig:
 _DEFAULT = ShortConfig()
 
 
-CROWDED = 3
+CROWDED = CROWDED_PER_SM
 """Programs per SM from which a short-row launch takes :meth:`Level.maxnreg`'s
-occupancy cap (rows of one program each: the cap only helps once every SM has
-programs waiting for the third slot it makes)."""
+occupancy cap, as many as the streaming kernel's crowded launches run (rows of one
+program each: the cap only helps once every SM has programs waiting for the third
+slot it makes)."""
 
 
 @dataclass(frozen=True)
@@ -685,7 +688,7 @@ class Level:
         at 80 and 80 at 128; benchmarks/RESULTS.md). Fewer programs gain nothing
         from the room and keep the cap that spills least."""
         if self.num_warps == 8:
-            return 80 if self.crowded else 128
+            return occupancy_cap(CROWDED) if self.crowded else 128
         if self.num_warps == 16 and kp <= 1024 and not self.dst_cand:
             return 64
         return None
