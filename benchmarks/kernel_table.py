@@ -159,6 +159,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, reg_ties=False)
     if part in ("radix", "noradix"):
         return dataclasses.replace(cfg, radix_search=part == "radix")
+    if part in ("tri", "notri"):
+        return dataclasses.replace(cfg, tri_search=part == "tri")
     if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
         ch = int(part[2:])
         return dataclasses.replace(cfg, CH=ch, NP=max(2, 4096 // ch))
@@ -271,6 +273,7 @@ def main() -> None:
                 + ("" if cfg.one_barrier else "/2b")
                 + ("" if cfg.reg_ties else "/nrt")
                 + ("/rdx" if cfg.radix_search and cfg.reg_search else "")
+                + ("/tri" if cfg.tri_search and cfg.reg_search and not cfg.radix_search else "")
                 + ("" if cfg.CH == 512 else f"/ch{cfg.CH}")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")

@@ -54,6 +54,7 @@ def compile_rows_kernel(
     programs=None,
     search_tol=0,
     radix=False,
+    tri=False,
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
@@ -74,6 +75,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, search_tol=search_tol)
     if radix:
         cfg = dataclasses.replace(cfg, radix_search=True)
+    if tri:
+        cfg = dataclasses.replace(cfg, tri_search=True)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -232,6 +235,7 @@ def main() -> None:
         help="compactions before the last may keep k * (1 + 2^-N) (LaunchConfig.search_tol)",
     )
     p.add_argument("--radix", action="store_true", help="the compaction's key by a radix select")
+    p.add_argument("--tri", action="store_true", help="the compaction's key by a trisection")
     p.add_argument(
         "--short",
         default=None,
@@ -287,6 +291,7 @@ def main() -> None:
                     programs=a.programs,
                     search_tol=a.search_tol,
                     radix=a.radix,
+                    tri=a.tri,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -63,6 +63,7 @@ def run_small(
     sample_z=None,
     search_tol=0,
     radix=False,
+    tri=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -73,7 +74,7 @@ def run_small(
     cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
-    cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix)
+    cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -94,15 +95,19 @@ def test_distributions(kind, dtype):
 @pytest.mark.parametrize(
     "kind", ["normal", "distinct2", "ascending", "nan_hotspots", "bits_negative"]
 )
-@pytest.mark.parametrize("radix", [False, True])
+@pytest.mark.parametrize("search", ["bisect", "radix", "tri"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_register_key_search(kind, radix, dtype):
-    """The compaction's key search over register-held keys: a bisection, or
-    (``radix``) a radix select, with and without the sample."""
+def test_register_key_search(kind, search, dtype):
+    """The compaction's key search over register-held keys: a bisection, a radix
+    select or a trisection, with and without the sample; the bisection and the
+    trisection also with a tolerance (compactions before the last may keep more)."""
     x = make(kind, 2, 1500, dtype, DEV, seed=13)
-    check_small(x, 40, reg_search=True, radix=radix)
-    check_small(x, 40, reg_search=True, radix=radix, largest=False, order=Order.VALUE)
-    check_small(x, 40, reg_search=True, radix=radix, sample=False)
+    how = {"radix": search == "radix", "tri": search == "tri"}
+    check_small(x, 40, reg_search=True, **how)
+    check_small(x, 40, reg_search=True, **how, largest=False, order=Order.VALUE)
+    check_small(x, 40, reg_search=True, **how, sample=False)
+    if search != "radix":
+        check_small(x, 40, reg_search=True, **how, search_tol=3)
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
@@ -616,8 +621,9 @@ def test_gpu_crowded_rows_by_default(dtype):
         {"reg_ties": False},
         {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
         {"radix_search": True},
+        {"tri_search": True},
     ],
-    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix"],
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "tri"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):

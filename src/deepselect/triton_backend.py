@@ -103,6 +103,9 @@ class LaunchConfig:
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
        key bit; ``search_tol`` then has no use. Tied indices by ``reg_ties``' bisection.
+    tri_search: with ``reg_search`` (and not ``radix_search``), the pivot key by a
+       trisection: two pivots a step, their counts packed in one block-wide sum, so a
+       32-bit key takes ~20 steps where the bisection takes 32. Tied indices as above.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -132,6 +135,7 @@ class LaunchConfig:
     one_barrier: bool = True
     reg_ties: bool = True
     radix_search: bool = False
+    tri_search: bool = False
 
 
 def _next_pow2(v: int) -> int:
@@ -197,7 +201,11 @@ def kernel_constants(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
-        REG_SEARCH=(3 if cfg.radix_search else 2 if cfg.reg_ties else 1) if cfg.reg_search else 0,
+        REG_SEARCH=(
+            (3 if cfg.radix_search else 4 if cfg.tri_search else 2 if cfg.reg_ties else 1)
+            if cfg.reg_search
+            else 0
+        ),
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

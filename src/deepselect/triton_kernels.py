@@ -944,19 +944,37 @@ def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
 @triton.jit
 def _held_kth(
     src_k, cnt_ptr, lo_key, kk, tol, total, CAP: tl.constexpr, W: tl.constexpr,
-    RADIX: tl.constexpr,
+    REG_SEARCH: tl.constexpr,
 ):  # fmt: skip
     """The kk-th largest key of the ``total`` candidates, all in the first ``W`` slots
     of each region and all with keys >= ``lo_key``, held in registers
-    (:func:`_held_keys`). RADIX: by :func:`_radix_select` (digits of up to 6
-    bits, a histogram a digit; digits that every key shares skipped).
-    Otherwise by bisection, a compare and a sum a step; ``tol > 0``: it may stop at a
-    key with between kk and kk + tol keys at or above it."""
+    (:func:`_held_keys`). REG_SEARCH == 3: by :func:`_radix_select` (digits of up to
+    6 bits, a histogram a digit; digits that every key shares skipped). Otherwise by
+    bisection, a compare and a sum a step, or, REG_SEARCH == 4, by trisection: two
+    pivots a step, both counts in one sum (16 bits each: at most 8192 keys are
+    held), so ~20 steps for a 32-bit range where bisection takes 32; ``tol > 0``:
+    it may stop at a key with between kk and kk + tol keys at or above it."""
     _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
     pk = lo_key
     hi = tl.max(keys, axis=0)
-    if RADIX:  # empty slots hold key 0, as _radix_select takes invalid elements
+    if REG_SEARCH == 3:  # empty slots hold key 0, as _radix_select takes invalid elements
         pk, _ = _radix_select(keys, total, hi, lo_key, kk, 32, 6)  # digits of <= 6 bits
+    elif REG_SEARCH == 4:
+        while pk < hi:  # invariant: at least kk candidates have key >= pk
+            span = hi - pk
+            p1 = pk + span // 3 + 1  # pk < p1 <= p2 <= hi
+            p2 = hi - span // 3
+            s = tl.sum((keys >= p1).to(tl.int32) + ((keys >= p2).to(tl.int32) << 16), axis=0)
+            c1 = s & 0xFFFF
+            c2 = s >> 16
+            up = c2 >= kk
+            mid = c1 >= kk
+            c = tl.where(up, c2, c1)
+            new_pk = tl.where(up, p2, tl.where(mid, p1, pk))
+            hi = tl.where(up, hi, tl.where(mid, p2 - 1, p1 - 1))
+            pk = new_pk
+            if (tol > 0) & (up | mid) & (c <= kk + tol):  # close enough: done
+                hi = pk
     else:
         while pk < hi:  # invariant: at least kk candidates have key >= pk
             mid = pk + (hi - pk) // 2 + 1
@@ -1016,7 +1034,8 @@ def _compact(
     registers (a step is one compare-and-sum over a quarter, a half or all of each
     region's slots, as many as the fullest region fills; up to CAP / 256 more
     registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too;
-    REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection).
+    REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection,
+    REG_SEARCH == 4 by a trisection, two pivots counted in one sum a step).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -1041,11 +1060,11 @@ def _compact(
             # compare-and-sum costs per slot held
             fullest = tl.max(cnt_l, axis=0)
             if fullest <= S // 4:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH == 3)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH)
             elif fullest <= S // 2:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH == 3)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH)
             else:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH == 3)
+                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH)
         else:
             vmax = tl.zeros([CH], tl.uint32)
             for j in range(0, nch):
