@@ -3,10 +3,12 @@
 Prints one line per shape: time of deepselect, torch.topk and x.amax(dim=1) (the read
 ceiling), speedup, effective TB/s = (valid input bytes + output bytes) / time.
 Inputs rotate through copies that together exceed the L2 cache (cold L2); timing
-uses CUDA events, a warm-up and the median of repeats. Every result is checked
-against torch.topk's values before it is timed.
+uses CUDA events, a warm-up and the median of repeats, the timed calls queued behind
+a sleep kernel so that the events hold device time only (``--sync``: one call at a
+time, the host's launch inside the events as before 2026-12-01). Every result is
+checked against torch.topk's values before it is timed.
 
-    python benchmarks/kernel_table.py [--quick] [--csv out.csv] [--dist normal]
+    python benchmarks/kernel_table.py [--quick] [--csv out.csv] [--dist normal] [--sync]
 """
 
 from __future__ import annotations
@@ -56,27 +58,52 @@ def copies_for(nbytes: int) -> int:
     return max(1, min(16, -(-3 * L2_BYTES // max(nbytes, 1))))
 
 
+HEAD_START_MS = 0.25
+"""Device time queued ahead of each timed call, per call (see :func:`time_ms`): more
+than the host takes to launch one (~30-60 us for ours, more for torch.topk's several
+kernels)."""
+
+SYNC = False
+"""--sync: the old timing, one call at a time (its host work inside the events)."""
+
+
+def _head_start(calls: int) -> None:
+    """Keep the device busy (a sleep kernel, ~HEAD_START_MS per call at 1.98 GHz) while
+    the host queues ``calls`` timed calls, so that none of them waits for its launch."""
+    torch.cuda._sleep(int(HEAD_START_MS * 1.98e6 * calls))
+
+
 def time_ms(fn, inputs, repeats: int = 20) -> float:
+    """Median device time of one call of ``fn``, over the inputs in turn (cold L2 when
+    they are many). The timed calls are queued behind a sleep kernel and run back to
+    back, so each event pair holds the call's device work only. Timed one at a time
+    (SYNC), an event pair also holds the host's launch of the call: the device sits
+    idle between the first event and the kernel."""
     for x in inputs[:2]:
         fn(x)
     torch.cuda.synchronize()
-    times = []
+    pairs = []
+    if not SYNC:
+        _head_start(repeats)
     for r in range(repeats):
         x = inputs[r % len(inputs)]
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn(x)
         b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+        if SYNC:
+            b.synchronize()
+        pairs.append((a, b))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in pairs)
 
 
 def time_graph_ms(fn, inputs, repeats: int = 20) -> float:
     """Device time of one call: ``repeats`` calls (over the inputs in turn) captured in
-    one CUDA graph, the replay timed and divided; the median of 5 replays. No host time
-    between launches, unlike :func:`time_ms` (a call of several small launches is
-    otherwise timed as its host work)."""
+    one CUDA graph, the replay timed and divided; the median of 5 replays, queued
+    behind a sleep kernel as in :func:`time_ms`. No host time between launches,
+    unlike eager calls (a call of several small launches is otherwise timed as its
+    host work)."""
     for x in inputs[:2]:
         fn(x)
     torch.cuda.synchronize()
@@ -86,15 +113,19 @@ def time_graph_ms(fn, inputs, repeats: int = 20) -> float:
             fn(inputs[r % len(inputs)])
     g.replay()
     torch.cuda.synchronize()
-    times = []
+    pairs = []
+    if not SYNC:
+        _head_start(5)
     for _ in range(5):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         g.replay()
         b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / repeats)
-    return statistics.median(times)
+        if SYNC:
+            b.synchronize()
+        pairs.append((a, b))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) / repeats for a, b in pairs)
 
 
 def draw(dist: str, rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -196,6 +227,11 @@ def main() -> None:
     p.add_argument("--dist", default="normal")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument(
+        "--sync",
+        action="store_true",
+        help="time one call at a time (the events then hold the host's launch too)",
+    )
+    p.add_argument(
         "--only",
         default=None,
         help="comma-separated DTYPE:BATCH:N (e.g. fp32:256:129280): only those cases of "
@@ -222,6 +258,8 @@ def main() -> None:
         "'all' = default,other,check2",
     )
     a = p.parse_args()
+    global SYNC
+    SYNC = a.sync
     rows_out = []
     hdr = (
         f"{'dtype':5s} {'dist':10s} {'batch':>5s} {'N':>8s} {'k':>5s} {'order':5s} "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+import kernel_table
 import torch
 from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 
@@ -50,6 +51,7 @@ def main() -> None:
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
     a = p.parse_args()
     timer = time_graph_ms if a.graph else time_ms
+    kernel_table.SYNC = not a.graph  # eager: one call at a time, its host work included
     try:
         variants = [(v, ShortConfig.variant(v)) for v in a.variant.split(",")]
     except ValueError as e:
