@@ -66,7 +66,7 @@ def compile_rows_kernel(
     if novec:
         cfg = dataclasses.replace(cfg, vec=False)
     if w32:  # as run_triton switches long rows: exact searches unless asked
-        cfg = dataclasses.replace(cfg, w32=True, search_tol=0)
+        cfg = dataclasses.replace(cfg, w32=True, search_tol=0, tri_search=False)
     if ahead is not None:
         cfg = dataclasses.replace(cfg, ahead=ahead)
     if not sample:

@@ -24,6 +24,7 @@ from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
     LaunchConfig,
+    _measured_triton,
     _next_pow2,
     launch_config,
     run_triton,
@@ -587,6 +588,16 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
             assert dataclasses.replace(cfg, **same) == base
 
 
+def test_key_search_by_key_width():
+    """32-bit keys take the trisection (timed faster on the fp32 sampler rows, with the
+    Triton release of MEASURED_TRITON), 16-bit keys the bisection; both with the
+    register-held keys."""
+    fp32 = _measured_triton()
+    for dtype, tri in ((torch.float32, fp32), (torch.bfloat16, False), (torch.float16, False)):
+        cfg = launch_config(dtype, 512)
+        assert (cfg.reg_search, cfg.tri_search, cfg.radix_search) == (True, tri, False)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_gpu_crowded_rows_by_default(dtype):
@@ -622,8 +633,9 @@ def test_gpu_crowded_rows_by_default(dtype):
         {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
         {"radix_search": True},
         {"tri_search": True},
+        {"tri_search": False},
     ],
-    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "tri"],
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "tri", "bisect"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):
