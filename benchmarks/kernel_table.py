@@ -58,19 +58,8 @@ def copies_for(nbytes: int) -> int:
     return max(1, min(16, -(-3 * L2_BYTES // max(nbytes, 1))))
 
 
-HEAD_START_MS = 0.25
-"""Device time queued ahead of each timed call, per call (see :func:`time_ms`): more
-than the host takes to launch one (~30-60 us for ours, more for torch.topk's several
-kernels)."""
-
 SYNC = False
 """--sync: the old timing, one call at a time (its host work inside the events)."""
-
-
-def _head_start(calls: int) -> None:
-    """Keep the device busy (a sleep kernel, ~HEAD_START_MS per call at 1.98 GHz) while
-    the host queues ``calls`` timed calls, so that none of them waits for its launch."""
-    torch.cuda._sleep(int(HEAD_START_MS * 1.98e6 * calls))
 
 
 def time_ms(fn, inputs, repeats: int = 20) -> float:
@@ -84,7 +73,7 @@ def time_ms(fn, inputs, repeats: int = 20) -> float:
     torch.cuda.synchronize()
     pairs = []
     if not SYNC:
-        _head_start(repeats)
+        bench.head_start(repeats)
     for r in range(repeats):
         x = inputs[r % len(inputs)]
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -115,7 +104,7 @@ def time_graph_ms(fn, inputs, repeats: int = 20) -> float:
     torch.cuda.synchronize()
     pairs = []
     if not SYNC:
-        _head_start(5)
+        bench.head_start(5)
     for _ in range(5):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()

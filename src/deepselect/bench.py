@@ -409,6 +409,19 @@ def cache_bytes(device: torch.device | str) -> int:
     return 32 << 20
 
 
+HEAD_START_S = 250e-6
+"""Device time queued ahead of each timed CUDA call (:func:`head_start`): more than
+the host takes to launch one (tens of microseconds for a top-k call)."""
+
+
+def head_start(calls: int) -> None:
+    """Keep the current CUDA device busy (a sleep kernel of about ``HEAD_START_S`` per
+    call, at ~2 GHz) while the host queues ``calls`` timed calls, so that the events
+    around each call hold its device work only: recorded on an idle device, the first
+    event would also hold the host's launch of the call."""
+    torch.cuda._sleep(int(HEAD_START_S * 2e9 * calls))
+
+
 def time_fn(
     fn: Callable[[torch.Tensor], object],
     inputs: Sequence[torch.Tensor],
@@ -463,7 +476,9 @@ def time_fns(
     call once (in an order rotated round by round), so that whatever drifts during a
     run (clocks, temperature, neighbours) falls on all of them alike. For calls whose
     differences are smaller than the spread between runs; ``samples[r]`` of each
-    :class:`Timing` come from the same round ``r``, for paired comparisons.
+    :class:`Timing` come from the same round ``r``, for paired comparisons. On CUDA
+    the calls are queued behind a sleep kernel (:func:`head_start`), so that each
+    call's events hold its device time, not the host's work of launching it.
 
     >>> t = time_fns({"a": lambda x: x + 1, "b": lambda x: x * 2}, [torch.ones(4)], "cpu",
     ...              repeats=4, warmup=1)
@@ -491,6 +506,7 @@ def time_fns(
     events: dict[str, list] = {n: [] for n in names}
     if cuda:
         torch.cuda.synchronize(device)
+        head_start(len(names) * (8 if max_seconds is not None else repeats))
     t0 = time.perf_counter()
     spent = 0.0
     for r in range(repeats):
@@ -512,6 +528,7 @@ def time_fns(
             if cuda and r % 8 == 7:
                 torch.cuda.synchronize(device)
                 spent = time.perf_counter() - t0
+                head_start(8 * len(names))
             if spent > max_seconds:
                 break
     if cuda:
