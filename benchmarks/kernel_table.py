@@ -145,7 +145,7 @@ def check(x, k, order, vals, idx) -> str:
 def apply_variant(cfg, part, k):
     """``cfg`` changed as the launch variant ``part`` says (see --variant); ValueError
     for an unknown one."""
-    if part == "default":
+    if part in ("default", "plain"):  # plain: main() starts from launch_config
         return cfg
     if part == "other":
         return other_search(cfg)
@@ -239,8 +239,9 @@ def main() -> None:
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
         "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
         "(tie-index search by chunked passes), radix / noradix (the compaction's key by a "
-        "radix select / a bisection), regsearch (the register-held key search, "
-        "after occN), chN (compaction chunks of N), zN (the "
+        "radix select / a bisection), tri / notri (by a trisection / not), plain (first "
+        "part only: launch_config's launch, never crowded), regsearch (the register-held "
+        "key search, after occN), chN (compaction chunks of N), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
         "the last may keep up to k * (1 + 2^-N)); "
         "joined with '+' (w32+pf4); 'both' = default,other; "
@@ -283,8 +284,12 @@ def main() -> None:
         )
         read = time_ms(lambda x: x.amax(dim=1), inputs, a.repeats)
         for variant in variants:
-            cfg = stream_config(dtype, k, rows, n, _sm_count(0))  # as run_triton launches
-            for part in variant.split("+"):  # e.g. w32+pf4
+            parts = variant.split("+")  # e.g. w32+pf4
+            if parts[0] == "plain":  # two programs per SM, whatever the row count
+                cfg = launch_config(dtype, k)
+            else:
+                cfg = stream_config(dtype, k, rows, n, _sm_count(0))  # as run_triton launches
+            for part in parts:
                 cfg = apply_variant(cfg, part, k)
             variant = (
                 ("regs" if cfg.reg_search else "passes")
