@@ -16,7 +16,8 @@
 # The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
 # with 16 cores, 12 shards of 18-20 tests each took 18 to 406 s (423 s in all), so
 # the tests run as a queue of small pieces taken by 12 workers (GPU_TESTS_SPLIT,
-# GPU_TESTS_SHARDS override).
+# GPU_TESTS_SHARDS override), longest expected first by scripts/gpu_test_costs.txt (the
+# seconds per test of an earlier run; this run's come back as test_costs.txt).
 # Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
 # short table is printed last.
 #   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
@@ -85,6 +86,7 @@ if [ "${TESTS:-tests}" = none ]; then :; else
 OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
 tests_rc=$?
 cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
+cp /tmp/gpu_tests/costs.txt "$OUT/test_costs.txt" 2>/dev/null  # for scripts/gpu_test_costs.txt
 fi
 if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
   for d in ${ROBUST:-shifted tiny ascending distinct32}; do

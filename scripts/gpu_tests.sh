@@ -14,9 +14,13 @@
 #                      specialisations) stay together, in pieces of at most tests / P,
 #                      and the pieces are balanced over the shards; "queue": the same
 #                      pieces cut to at most tests / (3 P), and each of P workers takes
-#                      the next piece (largest first) when it is done with one, one
+#                      the next piece (longest first) when it is done with one, one
 #                      pytest process a piece: shards of equal counts took 18 to 406 s
 #                      on the GPU machine (compile time differs from test to test)
+#   GPU_TESTS_COSTS    queue: seconds per test of each function, from an earlier run
+#                      (default scripts/gpu_test_costs.txt; "" none): the pieces go
+#                      longest first and none is longer than a 3P-th of the whole;
+#                      a queue run writes its own to $OUT/costs.txt
 #   GPU_TESTS_DRY      1: write and print the split, run nothing
 #   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
 #   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
@@ -29,6 +33,7 @@ export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/deepselect-triton-cache}
 mkdir -p "$TRITON_CACHE_DIR"
 MARK=${GPU_TESTS_MARK-gpu}
+COSTS=${GPU_TESTS_COSTS-scripts/gpu_test_costs.txt}
 TIMEOUT=${GPU_TESTS_TIMEOUT:-300}
 cores=$(nproc 2>/dev/null || echo 2)
 P=${GPU_TESTS_SHARDS:-$((cores / 2 < 8 ? cores / 2 : 8))}
@@ -65,31 +70,10 @@ for ((s = 0; s < P; s++)); do : >"$OUT/shard_$s.ids"; done
 rm -rf "$OUT"/piece_* "$OUT"/claim_* "$OUT"/shard_*.pieces
 split=${GPU_TESTS_SPLIT:-tests}
 if [ "$split" = functions ] || [ "$split" = queue ]; then
-  # each function's tests together, cut into pieces of at most ceil(tests / P)
-  # (queue: ceil(tests / 3P)); functions: the pieces, largest first, each to the shard
-  # with the fewest tests so far; queue: the pieces as files, largest first
-  printf '%s\n' "${ids[@]}" | python3 -c '
-import sys
-out, p, queue = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "queue"
-ids = sys.stdin.read().splitlines()
-cap = -(-len(ids) // (3 * p if queue else p))
-funcs = {}
-for i in ids:
-    funcs.setdefault(i.split("[")[0], []).append(i)
-pieces = [f[j : j + cap] for f in funcs.values() for j in range(0, len(f), cap)]
-pieces.sort(key=len, reverse=True)
-if queue:
-    for j, piece in enumerate(pieces):
-        with open(f"{out}/piece_{j:04d}.ids", "w") as fh:
-            fh.writelines(t + "\n" for t in piece)
-    sys.exit(0)
-shards = [[] for _ in range(p)]
-for piece in pieces:
-    min(shards, key=len).extend(piece)
-for s, mine in enumerate(shards):
-    with open(f"{out}/shard_{s}.ids", "w") as fh:
-        fh.writelines(t + "\n" for t in mine)
-' "$OUT" "$P" "$split"
+  # each function's tests together, in pieces (scripts/gpu_test_pieces.py): functions:
+  # balanced over the shards; queue: files taken in order, longest expected first
+  printf '%s\n' "${ids[@]}" |
+    python3 scripts/gpu_test_pieces.py split "$OUT" "$P" "$split" "$COSTS"
 else
   for i in "${!ids[@]}"; do printf '%s\n' "${ids[$i]}" >>"$OUT/shard_$((i % P)).ids"; done
 fi
@@ -148,6 +132,7 @@ for ((s = 0; s < P; s++)); do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
+[ "$split" = queue ] && python3 scripts/gpu_test_pieces.py costs "$OUT" >"$OUT/costs.txt"
 
 count() { # count <word> <line>: the number before "<word>" in pytest's summary line
   local n

@@ -104,3 +104,50 @@ def test_queue_mode_runs_every_piece_once(tmp_path):
     assert sorted(taken) == sorted(ids) and len(ids) >= 2
     assert f"total: {len(ids)} tests  {len(ids)} passed  0 failed  0 errors" in out, out
     assert out.rstrip().endswith("PASS"), out
+
+
+def test_queue_mode_orders_pieces_by_their_cost(tmp_path):
+    """With a costs file, the pieces go longest expected first, and a function whose
+    tests cost much more than the others' is cut into pieces of at most a 3P-th of
+    the expected total, one test at least."""
+    ids = [f"t.py::cheap[{i}]" for i in range(12)] + [f"t.py::dear[{i}]" for i in range(6)]
+    ids += ["t.py::unknown[0]", "t.py::unknown[1]"]
+    costs = tmp_path / "costs.txt"
+    costs.write_text("# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0\n")
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "split", str(tmp_path),
+         "2", "queue", str(costs)],
+        input="\n".join(ids) + "\n", capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    pieces = [f.read_text().split() for f in sorted(tmp_path.glob("piece_*.ids"))]
+    assert sorted(t for p in pieces for t in p) == sorted(ids)
+    cost = {"cheap": 1.0, "dear": 20.0, "unknown": 10.5}  # unknown: the median
+    est = [cost[p[0].split("::")[1].split("[")[0]] * len(p) for p in pieces]
+    assert est == sorted(est, reverse=True)
+    budget = (12 * 1.0 + 6 * 20.0 + 2 * 10.5) / 6
+    for p, e in zip(pieces, est, strict=True):  # over the budget by less than one test
+        assert e < budget + e / len(p), p
+    assert max(len(p) for p in pieces if "dear" in p[0]) < 6  # cut: 120 s > budget
+
+
+def test_costs_of_a_queue_run(tmp_path):
+    """``costs`` reads each finished piece's time off pytest's summary line, per test
+    of its function; a piece cut by the deadline or failed counts for nothing."""
+    pieces = {
+        "piece_0000": (["a.py::f[0]", "a.py::f[1]"], "2 passed in 10.00s", "0"),
+        "piece_0001": (["a.py::f[2]"], "1 passed in 2.00s", "0"),
+        "piece_0002": (["a.py::g[0]"], "..", "124"),
+        "piece_0003": (["a.py::h[0]"], "1 failed in 3.00s", "1"),
+    }
+    for name, (tests, log, rc) in pieces.items():
+        (tmp_path / f"{name}.ids").write_text("\n".join(tests) + "\n")
+        (tmp_path / f"{name}.log").write_text(log + "\n")
+        (tmp_path / f"{name}.rc").write_text(rc + "\n")
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "costs", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
+    assert rows == [["a.py::f", "4.00"]]
