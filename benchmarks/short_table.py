@@ -7,7 +7,8 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), each optionally with a register cap,
+``nopf`` (no sampled prefilter), ``splitN`` (rows of up to N split into short segments
+at any batch, e.g. ``split16384``), each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included). The
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
@@ -43,10 +44,14 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter); @CAP",
+        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
+        "splitN (rows of up to N split at any batch); @CAP",
     )
     p.add_argument(
-        "--only", default=None, metavar="DTYPE:BATCH:N", help="one shape of the table (k = 512)"
+        "--only",
+        default=None,
+        metavar="DTYPE:BATCH:N[,...]",
+        help="these shapes instead of the table's (k = 512)",
     )
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
     a = p.parse_args()
@@ -58,8 +63,10 @@ def main() -> None:
         p.error(str(e))
     shapes = SHAPES
     if a.only:
-        dts, b, n = a.only.split(":")
-        shapes = [(dts, int(b), int(n), 512)]
+        shapes = []
+        for item in a.only.split(","):
+            dts, b, n = item.split(":")
+            shapes.append((dts, int(b), int(n), 512))
     sm = _sm_count(0)
     print(
         f"{'shape':24s} {'search':8s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} "

@@ -408,7 +408,12 @@ def test_short_config_variants_by_name():
     assert ShortConfig.variant("radix5@96") == ShortConfig(radix_bits=5, reg_cap=96)
     assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
     assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
-    for bad in ("radixx", "new", "radix@ninety", "warp"):
+    assert ShortConfig.variant("split16384@80") == ShortConfig(split_max_n=16384, reg_cap=80)
+    x = torch.empty(4096, 16384)  # many rows of 16K: streamed, unless split is asked
+    assert short_path(x, 512, TopkOptions(), 132) is None
+    plan = short_path(x, 512, TopkOptions(), 132, ShortConfig.variant("split16384"))
+    assert describe(plan).startswith("split L=8192 seg=2")
+    for bad in ("radixx", "new", "radix@ninety", "warp", "split", "splitx"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
 

@@ -631,8 +631,9 @@ class ShortConfig:
     @classmethod
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: ``radix`` (the default
-        config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search) or
-        ``nopf`` (no prefilter), each optionally ``@R`` for a register cap of ``R``."""
+        config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search),
+        ``nopf`` (no prefilter) or ``splitN`` (rows of up to N split at any batch:
+        ``split_max_n``), each optionally ``@R`` for a register cap of ``R``."""
         base, _, cap = name.partition("@")
         if base == "nopf":
             cfg = cls(prefilter=False)
@@ -642,9 +643,11 @@ class ShortConfig:
             cfg = cls()
         elif base.startswith("radix") and base[5:].isdigit():
             cfg = cls(radix_bits=int(base[5:]))
+        elif base.startswith("split") and base[5:].isdigit():
+            cfg = cls(split_max_n=int(base[5:]))
         else:
             raise ValueError(
-                f"variant: radix, radixB, old or nopf, each optionally @CAP; got {name!r}"
+                f"variant: radix, radixB, old, nopf or splitN, each optionally @CAP; got {name!r}"
             )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
