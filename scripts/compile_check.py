@@ -26,6 +26,7 @@ from deepselect import triton_kernels as K
 from deepselect import triton_short
 from deepselect.options import Order
 from deepselect.triton_backend import (
+    LaunchConfig,
     check_variant,
     kernel_constants,
     launch_config,
@@ -55,6 +56,7 @@ def compile_rows_kernel(
     search_tol=0,
     radix=False,
     tri=False,
+    overrides=None,
 ):
     cfg = launch_config(dtype, k)
     if programs is not None:
@@ -77,6 +79,8 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, radix_search=True)
     if tri:
         cfg = dataclasses.replace(cfg, tri_search=True)
+    if overrides:
+        cfg = dataclasses.replace(cfg, **overrides)
     bits = 16 if dtype != torch.float32 else 32
     raw = "*i16" if bits == 16 else "*i32"
     sig = {
@@ -208,6 +212,27 @@ def sass_stats(cubin: bytes) -> str:
     return f"sass={sum(ops.values())} " + " ".join(f"{o}={ops[o]}" for o in keys)
 
 
+def config_overrides(spec: str) -> dict:
+    """``FIELD=VALUE,...`` as LaunchConfig fields, each value read as its field's type
+    (bool: 0/1/true/false); ValueError for an unknown field or a bad value."""
+    fields = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
+    out = {}
+    for item in filter(None, spec.split(",")):
+        name, _, value = item.partition("=")
+        if name not in fields:
+            raise ValueError(f"--cfg {item}: LaunchConfig has no field {name!r}")
+        kind = str(fields[name])
+        if kind.startswith("bool"):
+            if value.lower() not in ("0", "1", "true", "false"):
+                raise ValueError(f"--cfg {item}: a bool is 0, 1, true or false")
+            out[name] = value.lower() in ("1", "true")
+        elif kind.startswith("float"):
+            out[name] = float(value)
+        else:
+            out[name] = None if value == "None" else int(value)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="all")
@@ -237,6 +262,12 @@ def main() -> None:
     p.add_argument("--radix", action="store_true", help="the compaction's key by a radix select")
     p.add_argument("--tri", action="store_true", help="the compaction's key by a trisection")
     p.add_argument(
+        "--cfg",
+        default="",
+        metavar="FIELD=VALUE,...",
+        help="LaunchConfig fields set last (e.g. run_copy=1,CH=2048,NP=2)",
+    )
+    p.add_argument(
         "--short",
         default=None,
         metavar="ROWSxN",
@@ -251,6 +282,10 @@ def main() -> None:
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"
     )
     a = p.parse_args()
+    try:
+        overrides = config_overrides(a.cfg)
+    except ValueError as e:
+        p.error(str(e))
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
     if a.short:
         rows, n = (int(v) for v in a.short.lower().split("x"))
@@ -292,6 +327,7 @@ def main() -> None:
                     search_tol=a.search_tol,
                     radix=a.radix,
                     tri=a.tri,
+                    overrides=overrides,
                 )
                 ptx = c.asm["ptx"]
                 print(
