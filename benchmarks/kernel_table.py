@@ -181,8 +181,6 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, radix_search=part == "radix")
     if part in ("tri", "notri"):
         return dataclasses.replace(cfg, tri_search=part == "tri")
-    if part == "runcopy":
-        return dataclasses.replace(cfg, run_copy=True)
     if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
         ch = int(part[2:])
         return dataclasses.replace(cfg, CH=ch, NP=max(2, 4096 // ch))
@@ -241,8 +239,7 @@ def main() -> None:
         "hit lane runs the exact test), nosingle (a lane's one hit placed "
         "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
         "(tie-index search by chunked passes), radix / noradix (the compaction's key by a "
-        "radix select / a bisection), tri / notri (by a trisection / not), runcopy (the "
-        "survivors numbered thread by thread), plain (first "
+        "radix select / a bisection), tri / notri (by a trisection / not), plain (first "
         "part only: launch_config's launch, never crowded), regsearch (the register-held "
         "key search, after occN), chN (compaction chunks of N), zN (the "
         "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
@@ -309,7 +306,6 @@ def main() -> None:
                 + ("" if cfg.reg_ties else "/nrt")
                 + ("/rdx" if cfg.radix_search and cfg.reg_search else "")
                 + ("/tri" if cfg.tri_search and cfg.reg_search and not cfg.radix_search else "")
-                + ("/rc" if cfg.run_copy else "")
                 + ("" if cfg.CH == 512 else f"/ch{cfg.CH}")
                 + ("" if cfg.sample_z == reference.SAMPLE_Z else f"/z{cfg.sample_z:g}")
                 + (f"/tol{cfg.search_tol}" if cfg.search_tol else "")

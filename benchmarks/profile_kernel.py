@@ -12,7 +12,7 @@ its time in the meetings (waiting for the others, the compactions, the final one
 final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
     python benchmarks/profile_kernel.py [--quick] [--dtype fp32] [--variants w32,w32pre]
-        [--dist ascending] [--only bf16:256:65536:512:none]
+        [--dist ascending]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import functools
 import subprocess
 
 import torch
-from kernel_table import DT, check, copies_for, draw, only_cases, time_ms
+from kernel_table import DT, check, copies_for, draw, time_ms
 
 from deepselect import bench
 from deepselect.keys import to_keys
@@ -85,7 +85,6 @@ def variants(dtype, k, quick=False):
         }
         if base.search_tol:  # fp32: the compactions' early stop off
             out["exact"] = (dataclasses.replace(base, search_tol=0), False)
-        out.update(runcopy(base))
         return out
     out = {"default": (base, False), "other": (other_search(base), False)}
     out.update(crowded=(crowded, False), crowdedpre=(crowded, True))
@@ -93,17 +92,7 @@ def variants(dtype, k, quick=False):
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
     out["preset"] = (base, True)
     out["check2"] = (check_variant(base, k, 2), False)
-    out.update(runcopy(base))
     return out
-
-
-def runcopy(base):
-    """The compaction's survivors numbered thread by thread (LaunchConfig.run_copy),
-    in chunks of 512 and of 2048."""
-    return {
-        "runcopy": (dataclasses.replace(base, run_copy=True), False),
-        "runcopy2k": (dataclasses.replace(base, run_copy=True, CH=2048, NP=2), False),
-    }
 
 
 def call(x, k, opt, cfg, kth=None, prof=None):
@@ -119,11 +108,6 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--dtype", choices=sorted(DT), default=None, help="only these shapes")
-    p.add_argument(
-        "--only",
-        default=None,
-        help="comma-separated DTYPE:BATCH:N:K:ORDER (any shapes, as kernel_table.py's)",
-    )
     p.add_argument("--dist", default="normal", help="input kind, as kernel_table.py's --dist")
     p.add_argument(
         "--variants",
@@ -145,13 +129,7 @@ def main() -> None:
         f"{'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
-    shapes = QUICK if a.quick else SHAPES
-    if a.only:
-        try:
-            shapes = only_cases(a.only)
-        except ValueError as e:
-            p.error(str(e))
-    for dts, rows, n, k, order in shapes:
+    for dts, rows, n, k, order in QUICK if a.quick else SHAPES:
         if a.dtype and dts != a.dtype:
             continue
         dtype = DT[dts]

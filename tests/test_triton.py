@@ -65,8 +65,6 @@ def run_small(
     search_tol=0,
     radix=False,
     tri=False,
-    run_copy=False,
-    ch=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -78,7 +76,6 @@ def run_small(
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
     cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
-    cfg = dataclasses.replace(cfg, run_copy=run_copy, CH=ch or cfg.CH)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -112,18 +109,6 @@ def test_register_key_search(kind, search, dtype):
     check_small(x, 40, reg_search=True, **how, sample=False)
     if search != "radix":
         check_small(x, 40, reg_search=True, **how, search_tol=3)
-
-
-@pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots"])
-@pytest.mark.parametrize("ch", [128, 512])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_survivors_numbered_thread_by_thread(kind, ch, dtype):
-    """LaunchConfig.run_copy: a compaction numbers each chunk's survivors thread by
-    thread (the buffer's order is free), in chunks of one or four slots a thread,
-    with either key search; the answer is the same."""
-    x = make(kind, 2, 1500, dtype, DEV, seed=19)
-    check_small(x, 40, run_copy=True, ch=ch)
-    check_small(x, 40, run_copy=True, ch=ch, reg_search=True, largest=False, order=Order.VALUE)
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
@@ -649,19 +634,8 @@ def test_gpu_crowded_rows_by_default(dtype):
         {"radix_search": True},
         {"tri_search": True},
         {"tri_search": False},
-        {"run_copy": True, "CH": 2048, "NP": 2},
     ],
-    ids=[
-        "nofast",
-        "nosingle",
-        "twobar",
-        "noregties",
-        "crowded",
-        "radix",
-        "tri",
-        "bisect",
-        "runcopy2048",
-    ],  # fmt: skip
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "tri", "bisect"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):

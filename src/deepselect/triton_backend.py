@@ -103,11 +103,6 @@ class LaunchConfig:
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
        key bit; ``search_tol`` then has no use. Tied indices by ``reg_ties``' bisection.
-    run_copy: a compaction numbers each chunk's survivors thread by thread (a scan
-       within each thread and one over the threads' totals, the layout
-       ``triton_kernels._running_count`` assumes) rather than by ``tl.cumsum``; the
-       buffer's order is free, so both are exact. With ``CH`` of 2048 (``ch2048``), a
-       full buffer's copy takes 4 such scans instead of 16 chunk-wide cumsums.
     tri_search: with ``reg_search`` (and not ``radix_search``), the pivot key by a
        trisection: two pivots a step, their counts packed in one block-wide sum, so a
        32-bit key takes ~20 steps where the bisection takes 32. Tied indices as above.
@@ -141,7 +136,6 @@ class LaunchConfig:
     reg_ties: bool = True
     radix_search: bool = False
     tri_search: bool = False
-    run_copy: bool = False
 
 
 def _next_pow2(v: int) -> int:
@@ -216,7 +210,6 @@ def kernel_constants(
             if cfg.reg_search
             else 0
         ),
-        RUN_COPY=cfg.run_copy,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

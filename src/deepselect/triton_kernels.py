@@ -805,31 +805,6 @@ def _publish32(wcnt32, cnt_ptr):
     return tl.sum(tl.load(cnt_ptr + tl.arange(0, NREG)), axis=0)
 
 
-@triton.jit
-def _spread(M: tl.constexpr, NT: tl.constexpr):
-    """The slice position held at each place of an ``M``-long vector, so that each of
-    the program's ``NT`` threads holds consecutive positions: Triton gives place ``e``
-    to thread ``e % NT`` (its ``e // NT``-th element), which is given position
-    ``(e % NT) * (M / NT) + e // NT``. Index order is then thread by thread, and a
-    running count in that order (:func:`_running_count`) is a scan within each thread
-    and one across the threads' totals, not one block-wide scan per element held."""
-    T: tl.constexpr = NT if NT < M else M
-    e = tl.arange(0, M)
-    return (e % T) * (M // T) + e // T
-
-
-@triton.jit
-def _running_count(v, NT: tl.constexpr):
-    """Inclusive running sum of ``v`` in position order, for a vector laid out by
-    :func:`_spread`: exact for any layout, cheap for the one it assumes."""
-    M: tl.constexpr = v.shape[0]
-    T: tl.constexpr = NT if NT < M else M
-    v2 = tl.reshape(v, [M // T, T])  # [element of the thread, thread]
-    tot = tl.sum(v2, axis=0)
-    before = tl.cumsum(tot, axis=0) - tot
-    return tl.reshape(tl.cumsum(v2, axis=0) + before[None, :], [M])
-
-
 # --------------------------------------------------------------------- compaction
 # A compaction reads the regions of one half of the scratch (counts in cnt_ptr) and
 # writes the survivors to the other half, survivor r at slot r // NREG of region
@@ -1050,7 +1025,6 @@ def _compact(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
-    RUN_COPY: tl.constexpr,
 ):
     """Keep the best of the ``total`` candidates (regions of ``src``, counts at
     ``cnt_ptr``) in ``dst`` and return the new threshold (key, index) and count.
@@ -1138,8 +1112,7 @@ def _compact(
                     CH,
                     NP,
                 ).to(tl.int32)
-    # survivors to the other half, dealt round-robin over its regions (in any order:
-    # the buffer is a set; RUN_COPY numbers a chunk's survivors thread by thread)
+    # survivors to the other half, dealt round-robin over its regions
     base = total * 0
     for j in range(0, nch):
         m = j * CHR + col < cnt_l
@@ -1147,10 +1120,7 @@ def _compact(
         ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
         surv = m & ((ck > pk) | ((ck == pk) & (ci <= pi)))
         s = surv.to(tl.int32)
-        if RUN_COPY:
-            pos = base + _running_count(s, 256) - 1  # the program's 256 threads
-        else:
-            pos = base + tl.cumsum(s, axis=0) - 1
+        pos = base + tl.cumsum(s, axis=0) - 1
         dst = (pos % NREG) * S + pos // NREG
         tl.store(dst_k + dst, ck.to(tl.int32, bitcast=True), mask=surv)
         tl.store(dst_i + dst, ci, mask=surv)
@@ -1186,7 +1156,6 @@ def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
 def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
-    RUN_COPY: tl.constexpr,
     SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
@@ -1205,7 +1174,7 @@ def _meet(
     slack = tl.where(fin != 0, 0, B2 // 2)
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
-        total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH, RUN_COPY,
+        total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
@@ -1329,8 +1298,7 @@ def _warp_step(
     wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
     acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, RUN_COPY: tl.constexpr,
-    AHEAD: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
@@ -1381,7 +1349,7 @@ def _warp_step(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, RUN_COPY, SAMPLE_Z, SEARCH_TOL,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SEARCH_TOL,
         )  # fmt: skip
         wc32 = (count - warp32 + NREG - 1) // NREG
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1405,7 +1373,7 @@ def _acc(acc, filt, meet, meets, hits, hit_blocks):
 def _publish_and_compact(
     wcnt, rc, count, cur, kk, slack, tk, tol, scr_k, scr_i, cnt_ptr,
     USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr, RUN_COPY: tl.constexpr,
+    REG_SEARCH: tl.constexpr,
 ):  # fmt: skip
     """Publish the regions' counts (each warp's, or the portable path's ``rc``) and
     compact half ``cur`` into the other (see :func:`_compact`)."""
@@ -1418,7 +1386,7 @@ def _publish_and_compact(
     tl.debug_barrier()
     return _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH, RUN_COPY,
+        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH,
     )  # fmt: skip
 
 
@@ -1426,8 +1394,7 @@ def _publish_and_compact(
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
     parity, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, RUN_COPY: tl.constexpr,
-    CHECK_EVERY: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
     ONE_BARRIER: tl.constexpr,
 ):  # fmt: skip
@@ -1464,7 +1431,7 @@ def _check(
         tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
-            USE_ASM, CAP, CH, NP, REG_SEARCH, RUN_COPY,
+            USE_ASM, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         cur = CAP - cur
         wcnt = (count - warp + NREG - 1) // NREG
@@ -1520,7 +1487,6 @@ def deepselect_rows_kernel(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
-    RUN_COPY: tl.constexpr = False,
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
@@ -1659,8 +1625,7 @@ def deepselect_rows_kernel(
                             a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32, KEY_BITS,
-                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, RUN_COPY,
-                            AHEAD,
+                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
                             PROFILE, SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
@@ -1670,7 +1635,7 @@ def deepselect_rows_kernel(
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
                                 cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32,
                                 KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
-                                REG_SEARCH, RUN_COPY, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1738,7 +1703,7 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                sample_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH, RUN_COPY,
+                                sample_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
                                 CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
@@ -1748,7 +1713,7 @@ def deepselect_rows_kernel(
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                                     sample_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
-                                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, RUN_COPY, CHECK_EVERY,
+                                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
                                     PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
@@ -1760,7 +1725,7 @@ def deepselect_rows_kernel(
                         t2 = _clock(count)
                     tk, ti, count = _publish_and_compact(
                         wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
-                        USE_ASM, CAP, CH, NP, REG_SEARCH, RUN_COPY,
+                        USE_ASM, CAP, CH, NP, REG_SEARCH,
                     )  # fmt: skip
                 # fewer than k at or above the sample's bound: again without it
                 go = ((sample_n > 0) & (count < tl.minimum(k, hi - lo))).to(tl.int32)

@@ -17,9 +17,9 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
-Each thread holds consecutive positions of the slice (:func:`triton_kernels._spread`),
-so that a running count in position order (steps 1b and 3) is a scan within each
-thread and one scan across the threads' totals.
+Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
+running count in position order (steps 1b and 3) is a scan within each thread and one
+scan across the threads' totals.
 
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
@@ -54,9 +54,9 @@ thread and one scan across the threads' totals.
 3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
    every selected element its output slot: all keys above ``P``, then the
    ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow position
-   order, counted by :func:`triton_kernels._running_count`, which is index order —
-   also in candidate mode, because every level writes its selection in index order
-   and groups are contiguous).
+   order, counted by :func:`_running_count`, which is index order — also in
+   candidate mode, because every level writes its selection in index order and
+   groups are contiguous).
 4. The selection is written in index order; ``order="value"`` writes it, reads the
    ``k`` survivors back and sorts them by (key desc, index asc).
 
@@ -231,18 +231,43 @@ def _prefilter(
 
 
 @triton.jit
+def _spread(M: tl.constexpr, NT: tl.constexpr):
+    """The slice position held at each place of an ``M``-long vector, so that each of
+    the program's ``NT`` threads holds consecutive positions: Triton gives place ``e``
+    to thread ``e % NT`` (its ``e // NT``-th element), which is given position
+    ``(e % NT) * (M / NT) + e // NT``. Index order is then thread by thread, and a
+    running count in that order (:func:`_running_count`) is a scan within each thread
+    and one across the threads' totals, not one block-wide scan per element held."""
+    T: tl.constexpr = NT if NT < M else M
+    e = tl.arange(0, M)
+    return (e % T) * (M // T) + e // T
+
+
+@triton.jit
+def _running_count(v, NT: tl.constexpr):
+    """Inclusive running sum of ``v`` in position order, for a vector laid out by
+    :func:`_spread`: exact for any layout, cheap for the one it assumes."""
+    M: tl.constexpr = v.shape[0]
+    T: tl.constexpr = NT if NT < M else M
+    v2 = tl.reshape(v, [M // T, T])  # [element of the thread, thread]
+    tot = tl.sum(v2, axis=0)
+    before = tl.cumsum(tot, axis=0) - tot
+    return tl.reshape(tl.cumsum(v2, axis=0) + before[None, :], [M])
+
+
+@triton.jit
 def _compact(keys, idx, thr, c, scr_ptr, CAND: tl.constexpr, NT: tl.constexpr):
     """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in position
     order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
     written as packed ``key << 32 | index`` words to this program's row of the
     scratch ``scr [programs, CAND]`` at their rank among the kept, and read back."""
     f = keys >= thr
-    slot = K._running_count(f.to(tl.int32), NT) - 1
+    slot = _running_count(f.to(tl.int32), NT) - 1
     base = scr_ptr + tl.program_id(0).to(tl.int64) * CAND
     word = (keys.to(tl.int64) << 32) | idx.to(tl.int64)
     tl.store(base + slot, word, mask=f)
     tl.debug_barrier()  # every write before the read-back
-    q = K._spread(CAND, NT)
+    q = _spread(CAND, NT)
     # as int64 also where a launch without the prefilter passes a placeholder for the
     # scratch: Triton builds this branch (dead there) all the same
     w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF).to(tl.int64)
@@ -315,7 +340,7 @@ def _finish(
     gtm = tl.where(take_all, valid, keys > pk)
     eqm = tl.where(take_all, False, valid & (keys == pk))
     r = kk - above
-    packed = K._running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
+    packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
     c_eq = packed & 0xFFFF
     sel = gtm | (eqm & (c_eq <= r))
     slot = (packed >> 16) + tl.minimum(c_eq, r) - 1
@@ -451,7 +476,7 @@ def short_rows_kernel(
     seg = pid % nseg
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
-    o = K._spread(NMAX, NT)
+    o = _spread(NMAX, NT)
     pos_in = seg * L + o
     if SRC_CAND:
         inr = (o < L) & (pos_in < C)
