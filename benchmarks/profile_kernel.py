@@ -12,7 +12,7 @@ its time in the meetings (waiting for the others, the compactions, the final one
 final = the output write; hits and hit blocks are warp 0's too (about 1/8 of the row's).
 
     python benchmarks/profile_kernel.py [--quick] [--dtype fp32] [--variants w32,w32pre]
-        [--dist ascending]
+        [--dist ascending] [--only bf16:256:65536:512:none]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import functools
 import subprocess
 
 import torch
-from kernel_table import DT, check, copies_for, draw, time_ms
+from kernel_table import DT, check, copies_for, draw, only_cases, time_ms
 
 from deepselect import bench
 from deepselect.keys import to_keys
@@ -108,6 +108,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--dtype", choices=sorted(DT), default=None, help="only these shapes")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated DTYPE:BATCH:N:K:ORDER (any shapes, as kernel_table.py's)",
+    )
     p.add_argument("--dist", default="normal", help="input kind, as kernel_table.py's --dist")
     p.add_argument(
         "--variants",
@@ -129,7 +134,13 @@ def main() -> None:
         f"{'compact':>7s} {'final':>6s} | {'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
-    for dts, rows, n, k, order in QUICK if a.quick else SHAPES:
+    shapes = QUICK if a.quick else SHAPES
+    if a.only:
+        try:
+            shapes = only_cases(a.only)
+        except ValueError as e:
+            p.error(str(e))
+    for dts, rows, n, k, order in shapes:
         if a.dtype and dts != a.dtype:
             continue
         dtype = DT[dts]
