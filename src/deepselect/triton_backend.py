@@ -147,7 +147,8 @@ MEASURED_TRITON = ("3.6.",)
 faster (an H200, benchmarks/RESULTS.md), as built there (ptxas, sm_90: the sorted
 fp32 block-synchronous kernel spills 60 bytes with them, 24 without; the warp-private
 loop none either way). With Triton 3.9 they add spills where the kernel had none
-(24-36 bytes, outside the stream loop); untimed there, they stay off."""
+(24-36 bytes, outside the stream loop); untimed there, they stay off, and so does
+``tri_search`` for 32-bit keys, which was timed on 3.6 only and needs ``reg_ties``."""
 
 
 def _measured_triton() -> bool:
