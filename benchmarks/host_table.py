@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import statistics
 import time
 
 import torch
 import triton
-from kernel_table import check
+from kernel_table import check, time_ms
 
 from deepselect import bench, topk_rows
 from deepselect.options import TopkOptions
@@ -48,23 +47,6 @@ def host_us(fn, calls: int) -> float:
     return (time.perf_counter() - t) / calls * 1e6
 
 
-def eager_us(fn, repeats: int = 50) -> float:
-    """Median of CUDA events around one call on an idle device (a sync before each):
-    the host's path to the launch plus the kernel, as one eager call costs."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--calls", type=int, default=2000)
@@ -76,7 +58,7 @@ def main() -> None:
 
     def line(name, fn):
         h = host_us(fn, a.calls)
-        e = eager_us(fn)
+        e = time_ms(lambda _: fn(), [buf], 50, sync=True) * 1e3  # one call on an idle device
         r = bench.time_fn(lambda _: fn(), [buf], "cuda", repeats=50, graph=True).median_s * 1e6
         rows_out.append(f"{name:34s} | {h:8.1f} {e:8.1f} {r:8.1f}")
         print(rows_out[-1], flush=True)

@@ -62,17 +62,18 @@ SYNC = False
 """--sync: the old timing, one call at a time (its host work inside the events)."""
 
 
-def time_ms(fn, inputs, repeats: int = 20) -> float:
+def time_ms(fn, inputs, repeats: int = 20, sync: bool | None = None) -> float:
     """Median device time of one call of ``fn``, over the inputs in turn (cold L2 when
     they are many). The timed calls are queued behind a sleep kernel and run back to
     back, so each event pair holds the call's device work only. Timed one at a time
-    (SYNC), an event pair also holds the host's launch of the call: the device sits
-    idle between the first event and the kernel."""
+    (``sync``, by default SYNC), an event pair also holds the host's launch of the
+    call: the device sits idle between the first event and the kernel."""
+    sync = SYNC if sync is None else sync
     for x in inputs[:2]:
         fn(x)
     torch.cuda.synchronize()
     pairs = []
-    if not SYNC:
+    if not sync:
         bench.head_start(repeats)
     for r in range(repeats):
         x = inputs[r % len(inputs)]
@@ -80,7 +81,7 @@ def time_ms(fn, inputs, repeats: int = 20) -> float:
         a.record()
         fn(x)
         b.record()
-        if SYNC:
+        if sync:
             b.synchronize()
         pairs.append((a, b))
     torch.cuda.synchronize()
