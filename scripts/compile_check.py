@@ -55,7 +55,6 @@ def compile_rows_kernel(
     programs=None,
     search_tol=0,
     radix=False,
-    tri=False,
     overrides=None,
 ):
     cfg = launch_config(dtype, k)
@@ -77,8 +76,6 @@ def compile_rows_kernel(
         cfg = dataclasses.replace(cfg, search_tol=search_tol)
     if radix:
         cfg = dataclasses.replace(cfg, radix_search=True)
-    if tri:
-        cfg = dataclasses.replace(cfg, tri_search=True)
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     bits = 16 if dtype != torch.float32 else 32
@@ -260,12 +257,11 @@ def main() -> None:
         help="compactions before the last may keep k * (1 + 2^-N) (LaunchConfig.search_tol)",
     )
     p.add_argument("--radix", action="store_true", help="the compaction's key by a radix select")
-    p.add_argument("--tri", action="store_true", help="the compaction's key by a trisection")
     p.add_argument(
         "--cfg",
         default="",
         metavar="FIELD=VALUE,...",
-        help="LaunchConfig fields set last (e.g. run_copy=1,CH=2048,NP=2)",
+        help="LaunchConfig fields set last (e.g. tri_search=0,CH=1024,NP=4)",
     )
     p.add_argument(
         "--short",
@@ -326,7 +322,6 @@ def main() -> None:
                     programs=a.programs,
                     search_tol=a.search_tol,
                     radix=a.radix,
-                    tri=a.tri,
                     overrides=overrides,
                 )
                 ptx = c.asm["ptx"]
