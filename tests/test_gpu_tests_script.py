@@ -21,19 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 def split(tmp_path: Path, mode: str, shards: int) -> tuple[list[str], list[list[str]]]:
     """The collected ids and each shard's ids for the tests of test_keys.py."""
-    env = dict(os.environ, OUT=str(tmp_path), GPU_TESTS_DRY="1", GPU_TESTS_MARK="")
-    env.update(GPU_TESTS_SHARDS=str(shards), GPU_TESTS_SPLIT=mode)
-    bindir = str(Path(sys.executable).parent)  # the script calls python3: this one
-    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
-    r = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu_tests.sh"), "tests/test_keys.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_script(tmp_path, mode, shards, dry=True)
     ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
     parts = [(tmp_path / f"shard_{s}.ids").read_text().splitlines() for s in range(shards)]
     return ids, parts
