@@ -164,6 +164,8 @@ def apply_variant(cfg, part, k):
         return occupancy_variant(cfg, int(part[3:]))
     if re.fullmatch(r"pf\d+", part):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
+    if part in ("pre", "nopre"):
+        return dataclasses.replace(cfg, sample_pre=part == "pre")
     if part == "nosb":
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
@@ -230,23 +232,25 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="default",
-        help="comma-separated launch variants: default (run_triton's launch), other (the "
-        "other compaction key search), checkN (compaction checked every N blocks), "
-        "tightN (the same in the launch's buffer, with less slack), occN (N programs "
-        "per SM), novec (4-byte loads, three blocks rotated), w32 (warps stream "
-        "independently: every row), now32 (never), pfN (warps also ask L2 for the "
-        "block N beyond the loaded one), nosb (the first compaction keeps k, not a "
-        "sample's rank), noballot (hits always placed with a shuffle scan), nofast (every "
-        "hit lane runs the exact test), nosingle (a lane's one hit placed "
-        "by the general loop), twobar (the per-block trigger as tl.sum), noregties "
-        "(tie-index search by chunked passes), radix / noradix (the compaction's key by a "
-        "radix select / a bisection), tri / notri (by a trisection / not), plain (first "
-        "part only: launch_config's launch, never crowded), regsearch (the register-held "
-        "key search, after occN), chN (compaction chunks of N), zN (the "
-        "sample's rank N standard deviations above its mean, not 5), tolN (a compaction before "
-        "the last may keep up to k * (1 + 2^-N)); "
-        "joined with '+' (w32+pf4); 'both' = default,other; "
-        "'all' = default,other,check2",
+        help=(
+            "comma-separated launch variants: default (run_triton's launch), other (the other"
+            " compaction key search), checkN (compaction checked every N blocks), tightN (the"
+            " same in the launch's buffer, with less slack), occN (N programs per SM), novec "
+            "(4-byte loads, three blocks rotated), w32 (warps stream independently: every "
+            "row), now32 (never), pfN (warps also ask L2 for the block N beyond the loaded "
+            "one), nosb (the first compaction keeps k, not a sample's rank), pre / nopre (the"
+            " sample's bound from registers before the stream / from the first compaction), "
+            "noballot (hits always placed with a shuffle scan), nofast (every hit lane runs "
+            "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
+            "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "
+            "passes), radix / noradix (the compaction's key by a radix select / a bisection),"
+            " tri / notri (by a trisection / not), plain (first part only: launch_config's "
+            "launch, never crowded), regsearch (the register-held key search, after occN), "
+            "chN (compaction chunks of N), zN (the sample's rank N standard deviations above "
+            "its mean, not 5), tolN (a compaction before the last may keep up to k * (1 + "
+            "2^-N)); joined with '+' (w32+pf4); 'both' = default,other; 'all' = "
+            "default,other,check2"
+        ),
     )
     a = p.parse_args()
     global SYNC
@@ -300,6 +304,7 @@ def main() -> None:
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
+                + ("/pre" if cfg.sample and cfg.sample_pre and cfg.CAP <= 8192 else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

@@ -65,6 +65,7 @@ def run_small(
     search_tol=0,
     radix=False,
     tri=False,
+    pre=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -76,6 +77,8 @@ def run_small(
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
     cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
+    if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
+        cfg = dataclasses.replace(cfg, sample_pre=pre)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -229,14 +232,16 @@ def test_public_api_backend_triton():
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-def test_sample_bound(kind, z):
+@pytest.mark.parametrize("pre", [False, True])
+def test_sample_bound(kind, z, pre):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
-    every compaction keeps k."""
+    every compaction keeps k. ``pre``: the bound from the sample held in registers
+    before the stream (LaunchConfig.sample_pre), not from a compaction."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z)
+    kw = dict(sample=z is not None, sample_z=z, pre=pre)
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -268,15 +273,15 @@ def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, ti, Z: tl.constexpr):
 
 @pytest.mark.parametrize("version,taken", [("3.6.0", True), ("3.9.0", False), ("3.10.1", False)])
 def test_timed_options_taken_only_on_the_timed_triton(monkeypatch, version, taken):
-    """launch_config turns on one_barrier and reg_ties only with the Triton release
-    they were timed on (triton_backend.MEASURED_TRITON); elsewhere the build without
-    them, which has no spills there."""
+    """launch_config turns on one_barrier, reg_ties and sample_pre only with the
+    Triton release they were timed on (triton_backend.MEASURED_TRITON); elsewhere the
+    build without them, which spills less there."""
     monkeypatch.setattr(triton, "__version__", version)
     launch_config.cache_clear()
     try:
         for dtype in (torch.bfloat16, torch.float32):
             cfg = launch_config(dtype, 512)
-            assert (cfg.one_barrier, cfg.reg_ties) == (taken, taken)
+            assert (cfg.one_barrier, cfg.reg_ties, cfg.sample_pre) == (taken,) * 3
     finally:
         launch_config.cache_clear()
 
@@ -683,6 +688,33 @@ def test_gpu_search_tolerance(w32, variant):
                 oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
                 run_triton(x, k, opt, ov, oi, config=cfg)
                 assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("w32", [False, True])
+def test_gpu_sample_bound_from_registers(w32):
+    """LaunchConfig.sample_pre on the GPU, in both loops: the sample's bound from its
+    keys held in registers, its elements at or above the bound placed as a
+    compaction leaves them, on tie-heavy, constant and NaN rows (more ties at the
+    bound than the regions hold), with windows; k = 2048 smallest with the radix key
+    search; z = -1e9 puts the bound above the k-th, so every row is selected again."""
+    rows, n = 24, 300_000
+    g = torch.Generator(device="cuda").manual_seed(5)
+    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
+    cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
+    cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
+    for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
+        for dtype, k, z, search in cases:
+            x = make(kind, rows, n, dtype, "cuda", seed=9)
+            cfg = dataclasses.replace(
+                launch_config(dtype, k), w32=w32, w32_from=None, sample_pre=True,
+                sample_z=z, **search,
+            )  # fmt: skip
+            opt = TopkOptions(order=Order.VALUE, largest=k != 2048, begin=begin)
+            ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+            oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+            run_triton(x, k, opt, ov, oi, config=cfg)
+            assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, f"{kind} {k} {z}")
 
 
 @pytest.mark.gpu

@@ -72,6 +72,18 @@ class LaunchConfig:
        4096 x 1M 19% faster, fp32 4096 x 129,280 sorted 19%, 256-row shapes 7-12%.
        ``sample_z``: the rank's margin (a negative one forces the second selection,
        for tests).
+    sample_pre: with ``sample``, the threshold comes from the sample read into
+       registers before the stream (a search over its held keys; the elements at or
+       above the bound go to the buffer as a compaction leaves them), so the sample's
+       blocks are neither appended one by one nor compacted and the stream starts
+       after them; False: from the first compaction. Where ``CAP <= 8192`` (the
+       sample's keys are held, ``CAP / 256`` a thread). Timed on an H200
+       (benchmarks/RESULTS.md): bf16 4096 x 1M 3.544 -> 3.168 ms, 256 x 1M 0.280 ->
+       0.248, 256 x 64K 0.083 -> 0.078, fp32 256 x 129,280 sorted 0.129 -> 0.112;
+       tie-heavy 64K rows 0.13-0.14 -> 0.08. The crowded fp32 launch that checks
+       every second block lost (4096 x 129,280 1.18 -> 1.36 ms), so
+       :func:`stream_config` leaves it off there. Taken by :func:`launch_config`
+       like ``one_barrier`` (Triton 3.9 spills 4-68 more bytes, outside the loop).
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -128,6 +140,7 @@ class LaunchConfig:
     ahead: int = 4
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
+    sample_pre: bool = True
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -148,7 +161,8 @@ faster (an H200, benchmarks/RESULTS.md), as built there (ptxas, sm_90: the sorte
 fp32 block-synchronous kernel spills 60 bytes with them, 24 without; the warp-private
 loop none either way). With Triton 3.9 they add spills where the kernel had none
 (24-36 bytes, outside the stream loop); untimed there, they stay off, and so does
-``tri_search`` for 32-bit keys, which was timed on 3.6 only and needs ``reg_ties``."""
+``tri_search`` for 32-bit keys, which was timed on 3.6 only and needs ``reg_ties``,
+and ``sample_pre`` (timed on 3.6; 4-68 bytes of spill on 3.9, outside the loop)."""
 
 
 def _measured_triton() -> bool:
@@ -167,7 +181,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     return LaunchConfig(
         B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
         vec=True, search_tol=2 if bits == 32 else 0, one_barrier=measured, reg_ties=measured,
-        tri_search=bits == 32 and measured,
+        tri_search=bits == 32 and measured, sample_pre=measured,
     )  # fmt: skip
 
 
@@ -217,6 +231,7 @@ def kernel_constants(
         AHEAD=cfg.ahead,
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
+        SAMPLE_PRE=cfg.sample and cfg.sample_pre and cfg.CAP <= 8192,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )
@@ -267,13 +282,15 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     buffer holds two blocks' worst case without growing (32-bit keys: 8192 slots,
     blocks of 2048) also checks for compaction every second block
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
-    uncrowded, 256 rows, it was 27% slower, so only crowded launches take it."""
+    uncrowded, 256 rows, it was 27% slower, so only crowded launches take it. That
+    launch takes its sample's bound from the first compaction (``sample_pre`` off:
+    1.18 against 1.36 ms from registers)."""
     cfg = launch_config(dtype, k)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         cfg = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
         every2 = check_variant(cfg, k, 2)
         if every2.CAP == cfg.CAP and (cfg.w32_from is None or n < cfg.w32_from * cfg.B):
-            cfg = every2
+            cfg = dataclasses.replace(every2, sample_pre=False)
     return cfg
 
 

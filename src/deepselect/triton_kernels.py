@@ -21,7 +21,10 @@ How one program selects a row ``[lo, hi)``:
    next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them.
    (Option SAMPLE: the first compaction keeps a rank of the candidates seen so far, a
    sample of the row, rather than k; a row where fewer than k reach that bound is
-   selected again without it.)
+   selected again without it. SAMPLE_PRE: that bound is found before the stream, over
+   the sample's keys read into registers (:func:`_sample_start`); the sampled elements
+   at or above it go to the buffer as a compaction leaves its survivors, and the
+   stream starts after the sample's blocks.)
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
    are sorted if asked for and written out with their values gathered from the row.
 
@@ -955,10 +958,16 @@ def _held_kth(
     held), so ~20 steps for a 32-bit range where bisection takes 32; ``tol > 0``:
     it may stop at a key with between kk and kk + tol keys at or above it."""
     _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
-    pk = lo_key
-    hi = tl.max(keys, axis=0)
+    return _search_held(keys, lo_key, tl.max(keys, axis=0), kk, tol, total, REG_SEARCH)
+
+
+@triton.jit
+def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr):
+    """The kk-th largest of the register-held ``keys`` (uint32, ``total`` of them
+    valid, the others 0), known to lie in ``[pk, hi]``: the search of
+    :func:`_held_kth` (REG_SEARCH 3: radix select, 4: trisection, else bisection)."""
     if REG_SEARCH == 3:  # empty slots hold key 0, as _radix_select takes invalid elements
-        pk, _ = _radix_select(keys, total, hi, lo_key, kk, 32, 6)  # digits of <= 6 bits
+        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 6)  # digits of <= 6 bits
     elif REG_SEARCH == 4:
         while pk < hi:  # invariant: at least kk candidates have key >= pk
             span = hi - pk
@@ -997,8 +1006,13 @@ def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
     slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, CAP // NREG)
     tied = m_all & (keys == pk)
     idx = tl.load(src_i + slots, mask=tied, other=-1)
-    lo = ilo
-    hi = ihi
+    return _lowest_index(idx, ilo, ihi, need)
+
+
+@triton.jit
+def _lowest_index(idx, lo, hi, need):
+    """The ``need``-th lowest of the held indices ``idx`` (-1: none), known to lie in
+    ``[lo, hi]``: a bisection, a compare and a sum a step."""
     while lo < hi:  # invariant: the answer is in [lo, hi]
         mid = lo + (hi - lo) // 2
         c = tl.sum(((idx >= 0) & (idx <= mid)).to(tl.int32), axis=0)
@@ -1007,6 +1021,53 @@ def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
         else:
             lo = mid + 1
     return lo
+
+
+@triton.jit(noinline=True)  # its registers apart from the stream loop's
+def _sample_start(
+    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
+    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
+    B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
+    SAMPLE_Z: tl.constexpr,
+):  # fmt: skip
+    """SAMPLE_PRE: where a sampled row's threshold starts, from its sample (the first
+    ``p = CAP // B`` middle blocks of the order, wholly in the window) read straight
+    into registers, in place of appending all of it and compacting: the rank
+    :func:`_first_kk` of the ``CAP`` sampled keys by :func:`_search_held`, and the
+    sampled elements at or above that key dealt over the regions of the scratch half
+    at ``dst`` as a compaction leaves its survivors. At most ``ROOM`` of them (what
+    the regions hold before the stream's first check): past that, of the keys tied at
+    it only the lowest indices that make up the rank, and the threshold's index is
+    the last of those. Returns the threshold (key, index) and the count; the stream
+    goes on from block ``p`` of the order."""
+    S: tl.constexpr = CAP // NREG
+    e = tl.arange(0, CAP)
+    col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
+    keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+    unset = sample_n * 0 + 0x7FFFFFFF
+    kk = _first_kk(sample_n * 0 + CAP, k, sample_n, unset, SAMPLE_Z)
+    pk = _search_held(
+        keys, tl.min(keys, axis=0), tl.max(keys, axis=0), kk, 0, CAP, REG_SEARCH
+    )  # fmt: skip
+    # keys above and at pk, both counts in one sum (at most CAP = 2^13 each)
+    s = tl.sum((keys > pk).to(tl.int32) + ((keys == pk).to(tl.int32) << 16), axis=0)
+    gt = s & 0xFFFF
+    pi = unset
+    keep = keys >= pk
+    if gt + (s >> 16) > ROOM:  # ties past the room: the lowest-index ones
+        tied = keys == pk
+        ilo = tl.min(tl.where(tied, col, 0x7FFFFFFF), axis=0)
+        ihi = tl.max(tl.where(tied, col, -1), axis=0)
+        pi = _lowest_index(tl.where(tied, col, -1), ilo, ihi, kk - gt)
+        keep = (keys > pk) | (tied & (col <= pi))
+    kept = keep.to(tl.int32)
+    pos = tl.cumsum(kept, axis=0) - 1
+    dst = (pos % NREG) * S + pos // NREG
+    tl.store(dst_k + dst, keys.to(tl.int32, bitcast=True), mask=keep)
+    tl.store(dst_i + dst, col, mask=keep)
+    count = tl.sum(kept, axis=0)
+    tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
+    return pk, pi, count
 
 
 @triton.jit
@@ -1493,6 +1554,7 @@ def deepselect_rows_kernel(
     AHEAD: tl.constexpr = 0,
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
+    SAMPLE_PRE: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1586,33 +1648,47 @@ def deepselect_rows_kernel(
         go = row * 0 + 1
         for _attempt in range(0, 2 if SAMPLE else 1):  # one iteration: no loop at all
             if go != 0:
-                ja = _block_at(m * 0, m, a, c, p)
-                jb = _block_at(m * 0 + 1, m, a, c, p)
-                jc = _block_at(m * 0 + 2, m, a, c, p)
                 cur = row * 0
-                wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
-                rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
                 count = row * 0
                 tk = (row * 0).to(tl.uint32)
                 ti = row * 0 + 0x7FFFFFFF
+                i0 = row * 0  # the stream starts at block i0 of the order
                 if PRESET:
                     tk = tl.load(preset_ptr + row).to(tl.uint32)
+                # SAMPLE_PRE: the sample's bound from registers (_sample_start), not
+                # from a first compaction; the stream's compactions then all keep k
+                loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
+                if SAMPLE_PRE:
+                    if sample_n > 0:
+                        tk, ti, count = _sample_start(
+                            x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i, KEY_BITS,
+                            KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
+                            CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
+                        )  # fmt: skip
+                        i0 = p
+                ja = _block_at(i0, m, a, c, p)
+                jb = _block_at(i0 + 1, m, a, c, p)
+                jc = _block_at(i0 + 2, m, a, c, p)
+                # PTX path: each lane's copy of its warp's count; portable: the regions'
+                # counts (count candidates dealt round-robin, as a compaction leaves them)
+                wcnt = (count - warp + NREG - 1) // NREG
+                rc = (count - tl.arange(0, NREG) + NREG - 1) // NREG
                 if W32:  # warp-private loop state (see _tid32): warps stream independently
                     # Each warp filters its share of every block at its own pace and polls the
                     # sync state before each block; the warps meet (_meet) only when one asks
                     # for a compaction (its region nearly full) and once all are done. Two
                     # word sets alternate (the loop is unrolled twice), each reloaded right
                     # after its filter, so no copy waits for a pending load.
-                    wc32 = zero32
-                    i = row * 0  # blocks this warp has filtered
+                    wc32 = zero32 + (count - warp32 + NREG - 1) // NREG
+                    i = i0  # blocks of the order this warp has filtered (or skipped)
                     acc = zero32  # profiling counters (see _warp_step)
-                    _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
+                    _set_sync(zero32 + (nblk <= i0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
                     a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                        xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
+                        xw_row, ja, first, woff32, lo, hi, nblk, i0 < nblk, B, KEY_BITS
                     )
                     b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                        xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
+                        xw_row, jb, first, woff32, lo, hi, nblk, i0 + 1 < nblk, B, KEY_BITS
                     )
                     jl = jc  # the next block to load
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
@@ -1624,7 +1700,7 @@ def deepselect_rows_kernel(
                          cur, fin, acc) = _warp_step(
                             a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32, KEY_BITS,
+                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
                             KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
                             PROFILE, SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
@@ -1633,7 +1709,7 @@ def deepselect_rows_kernel(
                              count, cur, fin, acc) = _warp_step(
                                 b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
-                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n, sb32,
+                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
                                 KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
                                 REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
@@ -1652,19 +1728,19 @@ def deepselect_rows_kernel(
                     # waits for it, so a longer rotation holds no more loads in flight) or three
                     if USE_ASM and VEC:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
-                            xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
+                            xw_row, (ja + first) * B, lo, hi, i0 < nblk, B, KEY_BITS
                         )
                     if USE_ASM and not VEC:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                            xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
+                            xw_row, (ja + first) * B, lo, hi, i0 < nblk, KEY_BITS
                         )
                         b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                            xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
+                            xw_row, (jb + first) * B, lo, hi, i0 + 1 < nblk, KEY_BITS
                         )
                         c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                            xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
+                            xw_row, (jc + first) * B, lo, hi, i0 + 2 < nblk, KEY_BITS
                         )
-                    for i in range(0, nblk):
+                    for i in range(i0, nblk):
                         blk_start = (ja + first) * B
                         jd = _next_block(jc, ja, i + 3, a, mm, nblk, p)
                         if PROFILE:
@@ -1703,7 +1779,7 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                sample_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
+                                loop_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
                                 CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
@@ -1712,7 +1788,7 @@ def deepselect_rows_kernel(
                             if (done % CHECK_EVERY == 0) | (done == nblk):
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    sample_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
+                                    loop_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
                                     USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
                                     PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
