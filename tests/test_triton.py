@@ -571,8 +571,8 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     per SM at the register cap that fits them, with the launch's own key search;
     fewer rows, and larger k, keep launch_config's. A crowded block-synchronous
     launch whose buffer holds two blocks without growing (32-bit keys) checks every
-    second block; rows long enough for the warp-private loop never do. Decided from
-    the shape alone."""
+    second block and takes the sample's bound from its first compaction; rows long
+    enough for the warp-private loop never do. Decided from the shape alone."""
     base = launch_config(dtype, k)
     sm = 132
     short_n, long_n = 129_280, base.w32_from * base.B
@@ -589,8 +589,9 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
             every = 2 if n == short_n and dtype == torch.float32 else 1
             assert cfg.check_every == every
             assert cfg.CAP // 8 > cfg.check_every * (cfg.B // 8)  # a region holds them
+            assert cfg.sample_pre == (base.sample_pre and every == 1)
             same = dict(programs_per_sm=2, maxnreg=base.maxnreg, check_every=1, B2=base.B2)
-            assert dataclasses.replace(cfg, **same) == base
+            assert dataclasses.replace(cfg, sample_pre=base.sample_pre, **same) == base
 
 
 def test_key_search_by_key_width():
