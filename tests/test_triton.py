@@ -572,7 +572,9 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     fewer rows, and larger k, keep launch_config's. A crowded block-synchronous
     launch whose buffer holds two blocks without growing (32-bit keys) checks every
     second block and takes the sample's bound from its first compaction; rows long
-    enough for the warp-private loop never do. Decided from the shape alone."""
+    enough for the warp-private loop never do. The other crowded launches only
+    where they need fewer waves of rows than two per SM (not at 512 rows, which
+    both cover in two). Decided from the shape alone."""
     base = launch_config(dtype, k)
     sm = 132
     short_n, long_n = 129_280, base.w32_from * base.B
@@ -592,6 +594,12 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
             assert cfg.sample_pre == (base.sample_pre and every == 1)
             same = dict(programs_per_sm=2, maxnreg=base.maxnreg, check_every=1, B2=base.B2)
             assert dataclasses.replace(cfg, sample_pre=base.sample_pre, **same) == base
+        # 512 rows: two waves either way, so only the check-every-second-block launch
+        # crowds them; 2 * 2 * sm + 1 rows: three waves at two per SM, two crowded
+        every2 = n == short_n and dtype == torch.float32
+        per_sm = stream_config(dtype, k, 512, n, sm).programs_per_sm
+        assert per_sm == (CROWDED_PER_SM if every2 else base.programs_per_sm)
+        assert stream_config(dtype, k, 4 * sm + 1, n, sm).programs_per_sm == CROWDED_PER_SM
 
 
 def test_key_search_by_key_width():

@@ -269,7 +269,7 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     (shape only).
 
     Rows that two programs per SM do not cover in one wave, k up to CROWDED_MAX_K,
-    take CROWDED_PER_SM programs per SM at the register cap that fits them (80), the
+    may take CROWDED_PER_SM programs per SM at the register cap that fits them (80), the
     register-held key search kept: more warps per SM hide the stream's latency, at
     the price of spills outside the stream loop. Timed on an H200 against two
     programs per SM (benchmarks/RESULTS.md): fp32 4096 x 129,280 sorted 1.80 -> 1.59
@@ -284,13 +284,22 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
     uncrowded, 256 rows, it was 27% slower, so only crowded launches take it. That
     launch takes its sample's bound from the first compaction (``sample_pre`` off:
-    1.18 against 1.36 ms from registers)."""
+    1.18 against 1.36 ms from registers), and it is taken whenever rows are crowded
+    (512 x 129,280: 0.224 against 0.236 ms at two per SM). Other crowded launches
+    are taken only where the third program per SM saves a wave of rows (ceil(rows /
+    3 SMs) < ceil(rows / 2 SMs)): a crowded program is slower, and where both cover
+    the rows in as many waves the plain launch won (bf16 k = 512, 512 x 1M 0.527
+    against 0.608 ms, 512 x 256K 0.245 against 0.264; 768 x 256K, a wave saved,
+    0.320 crowded against 0.356)."""
     cfg = launch_config(dtype, k)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
-        cfg = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
-        every2 = check_variant(cfg, k, 2)
-        if every2.CAP == cfg.CAP and (cfg.w32_from is None or n < cfg.w32_from * cfg.B):
-            cfg = dataclasses.replace(every2, sample_pre=False)
+        crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
+        every2 = check_variant(crowded, k, 2)
+        if every2.CAP == crowded.CAP and (cfg.w32_from is None or n < cfg.w32_from * cfg.B):
+            return dataclasses.replace(every2, sample_pre=False)
+        waves = lambda per_sm: -(-rows // (per_sm * sm_count))  # noqa: E731
+        if waves(CROWDED_PER_SM) < waves(cfg.programs_per_sm):
+            return crowded
     return cfg
 
 
