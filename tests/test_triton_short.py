@@ -92,6 +92,13 @@ def test_plan_split_and_stream():
     cfg = ShortConfig(split_max_n=65536)
     assert short_path(torch.empty(4096, 30000), 512, opt, 132, cfg).kind == "split"
     assert short_path(torch.empty(4096, 2**20), 512, opt, 132) is None
+    # rows of two segments of 16-bit values split at any batch (timed: bf16, k <= 512)
+    for dtype in (torch.bfloat16, torch.float16):
+        p = short_path(torch.empty(4096, 16384, dtype=dtype), 512, opt, 132)
+        assert describe(p) == "split L=8192 seg=2 merge=1024x1"
+        assert short_path(torch.empty(4096, 16385, dtype=dtype), 512, opt, 132) is None
+        assert short_path(torch.empty(4096, 16384, dtype=dtype), 513, opt, 132) is None
+    assert short_path(torch.empty(4096, 16384), 512, opt, 132) is None  # fp32: the stream
     # long rows split only while few: one wave of streaming programs beats the
     # split's rows x N work from ~0.2 x SMs rows on
     assert short_path(torch.empty(26, 2**20), 512, opt, 132).kind == "split"

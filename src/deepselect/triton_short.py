@@ -590,6 +590,13 @@ class ShortConfig:
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
         (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
         the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
+    split_max_n16: the same for 16-bit values (bf16, fp16) with ``k <=
+        split_max_k16``: rows of up to two segments, which the streaming kernel reads
+        as four blocks, its sample, the row's ends and a compaction or two. On an
+        H200 (CUDA-graph replays, k = 512, benchmarks/RESULTS.md): bf16 4096 x 16,384
+        0.561 ms split against 0.731 streamed (``torch.topk`` 0.638), 512 x 16,384
+        0.083 against 0.133; at 32,768 the stream won (0.813 against 1.106). Not
+        timed for 32-bit values or larger k, which keep the stream.
     radix: the pivot search: a radix select built on ``tl.histogram`` (True), or the
         older ``np_pivots``-ary search by counting (False); both are exact, kept side
         by side to be timed against each other.
@@ -619,6 +626,8 @@ class ShortConfig:
     split_rows_long: float = 0.2
     long_n: int = 1 << 18
     split_max_n: int = 0
+    split_max_n16: int = 16384
+    split_max_k16: int = 512
     np_pivots: int = 8
     fused_stats: bool | None = None
     radix: bool = True
@@ -739,19 +748,21 @@ def short_path(
     """Pick the register-resident path for ``x [rows, N]``, or None when the streaming
     kernel is the better choice (many long rows) or k is too large.
 
-    Decided from ``rows``, ``N``, ``k`` and ``sm_count`` only — never from the data
-    and without a device sync, so it is safe under CUDA-graph capture.
+    Decided from ``rows``, ``N``, ``k``, the dtype's width and ``sm_count`` only —
+    never from the data and without a device sync, so it is safe under CUDA-graph
+    capture.
 
     >>> p = short_path(torch.empty(4, 3000), 64, TopkOptions(), sm_count=132)
     >>> describe(p)
     'short nmax=4096'
     """
-    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or _DEFAULT, _interpreting())
+    bits = x.element_size() * 8
+    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or _DEFAULT, _interpreting(), bits)
 
 
 @cache  # decided once per shape: the plan is host work on every call
 def _plan(
-    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool
+    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int
 ) -> ShortPlan | None:
     if k > cfg.nmax or n >= 2**31 - 2**16:
         return None
@@ -766,7 +777,10 @@ def _plan(
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:
         return None
-    if rows >= cfg.split_rows * sm_count and n > cfg.split_max_n:
+    moderate = n <= cfg.split_max_n or (
+        bits == 16 and k <= cfg.split_max_k16 and n <= cfg.split_max_n16
+    )
+    if rows >= cfg.split_rows * sm_count and not moderate:
         return None
     if n >= cfg.long_n and rows >= cfg.split_rows_long * sm_count:
         return None
