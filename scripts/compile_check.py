@@ -24,7 +24,7 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_kernels as K
 from deepselect import triton_short
-from deepselect.options import Order
+from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
     LaunchConfig,
     check_variant,
@@ -138,7 +138,8 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     ``k = 1`` the kernels take k as a compile-time constant, as a launch does (Triton
     specializes an integer argument equal to 1)."""
     cfg = cfg or triton_short.ShortConfig()
-    plan = triton_short._plan(rows, n, k, 132, cfg, False)
+    x = torch.empty(rows, n, dtype=dtype, device="meta")  # the plan reads shapes only
+    plan = triton_short.short_path(x, k, TopkOptions(order=order), 132, cfg)
     if plan is None:
         raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
     flags = (
