@@ -1025,10 +1025,10 @@ def _lowest_index(idx, lo, hi, need):
 
 @triton.jit(noinline=True)  # its registers apart from the stream loop's
 def _sample_start(
-    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
+    x_row, first, m, a, c, p, lo, hi, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
     B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
-    SAMPLE_Z: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, ENDS: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, from its sample (the first
     ``p = CAP // B`` middle blocks of the order, wholly in the window) read straight
@@ -1039,7 +1039,14 @@ def _sample_start(
     the regions hold before the stream's first check): past that, of the keys tied at
     it only the lowest indices that make up the rank, and the threshold's index is
     the last of those. Returns the threshold (key, index) and the count; the stream
-    goes on from block ``p`` of the order."""
+    goes on from block ``p`` of the order.
+
+    ENDS: the row's last and first block (the order's next two, ``lo``/``hi`` the
+    window they may leave) are read too, and the bound rises to the exact k-th of
+    everything read where that is higher (an exact k-th of some of the row is never
+    above the row's: on a monotone row, about the row's own k-th); their elements at
+    or above the bound are placed too, ties are cut at that k-th, and the stream goes
+    on from block ``p + 2``."""
     S: tl.constexpr = CAP // NREG
     e = tl.arange(0, CAP)
     col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
@@ -1049,17 +1056,33 @@ def _sample_start(
     pk = _search_held(
         keys, tl.min(keys, axis=0), tl.max(keys, axis=0), kk, 0, CAP, REG_SEARCH
     )  # fmt: skip
-    # keys above and at pk, both counts in one sum (at most CAP = 2^13 each)
-    s = tl.sum((keys > pk).to(tl.int32) + ((keys == pk).to(tl.int32) << 16), axis=0)
+    if ENDS:  # the ends beside the sample: [2 CAP] held, index -1 (key 0) where invalid
+        tl.static_assert(2 * B <= CAP)
+        ecol = (tl.where(e < B, m - 1, 0) + first) * B + e % B
+        ev = (e < 2 * B) & (ecol >= lo) & (ecol < hi)
+        ek = _raw_key(tl.load(x_row + ecol, mask=ev, other=0), KEY_BITS == 16, KEY_MASK, SIGN,
+                      INF_BITS, LARGEST)  # fmt: skip
+        keys = tl.reshape(tl.join(keys, tl.where(ev, ek, 0)), [2 * CAP])
+        col = tl.reshape(tl.join(col, tl.where(ev, ecol, -1)), [2 * CAP])
+        if tl.sum(((col >= 0) & (keys >= pk)).to(tl.int32), axis=0) >= k:
+            # the k-th of all read is at or above the sample's bound: it (invalid keys
+            # are 0, below every pivot of the search, which starts above pk)
+            pk = _search_held(keys, pk, tl.max(keys, axis=0), k, 0, 2 * CAP, REG_SEARCH)
+        kk = k  # ties cut at the k-th of all read: an exact bound, never above the row's
+    valid = col >= 0
+    # keys above and at pk, both counts in one sum (at most 2 CAP = 2^14 each)
+    s = tl.sum(
+        (valid & (keys > pk)).to(tl.int32) + ((valid & (keys == pk)).to(tl.int32) << 16), axis=0
+    )  # fmt: skip
     gt = s & 0xFFFF
     pi = unset
-    keep = keys >= pk
+    keep = valid & (keys >= pk)
     if gt + (s >> 16) > ROOM:  # ties past the room: the lowest-index ones
-        tied = keys == pk
+        tied = valid & (keys == pk)
         ilo = tl.min(tl.where(tied, col, 0x7FFFFFFF), axis=0)
         ihi = tl.max(tl.where(tied, col, -1), axis=0)
         pi = _lowest_index(tl.where(tied, col, -1), ilo, ihi, kk - gt)
-        keep = (keys > pk) | (tied & (col <= pi))
+        keep = valid & ((keys > pk) | (tied & (col <= pi)))
     kept = keep.to(tl.int32)
     pos = tl.cumsum(kept, axis=0) - 1
     dst = (pos % NREG) * S + pos // NREG
@@ -1555,6 +1578,7 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
+    SAMPLE_ENDS: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1661,11 +1685,12 @@ def deepselect_rows_kernel(
                 if SAMPLE_PRE:
                     if sample_n > 0:
                         tk, ti, count = _sample_start(
-                            x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i, KEY_BITS,
-                            KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
+                            x_row, first, m, a, c, p, lo, hi, k, sample_n, scr_k, scr_i,
+                            KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
                             CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
+                            SAMPLE_ENDS,
                         )  # fmt: skip
-                        i0 = p
+                        i0 = p + (2 if SAMPLE_ENDS else 0)
                 ja = _block_at(i0, m, a, c, p)
                 jb = _block_at(i0 + 1, m, a, c, p)
                 jc = _block_at(i0 + 2, m, a, c, p)
