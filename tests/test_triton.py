@@ -710,12 +710,14 @@ def test_gpu_sample_bound_from_registers(w32):
     keys held in registers, its elements at or above the bound placed as a
     compaction leaves them, on tie-heavy, constant and NaN rows (more ties at the
     bound than the regions hold), with windows; k = 2048 smallest with the radix key
-    search; z = -1e9 puts the bound above the k-th, so every row is selected again."""
+    search; z = -1e9 puts the bound above the k-th, so every row is selected again;
+    and with the row's ends read beside the sample (LaunchConfig.sample_ends)."""
     rows, n = 24, 300_000
     g = torch.Generator(device="cuda").manual_seed(5)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
     cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
+    cases += [(dt, 512, 5.0, dict(sample_ends=True)) for dt in (torch.bfloat16, torch.float32)]
     for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
         for dtype, k, z, search in cases:
             x = make(kind, rows, n, dtype, "cuda", seed=9)
