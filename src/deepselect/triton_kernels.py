@@ -461,6 +461,13 @@ NREG = tl.constexpr(8)
 
 
 @triton.jit
+def _dealt(count, region):
+    """How many of ``count`` candidates dealt round-robin over the NREG regions (as a
+    compaction leaves its survivors) lie in region ``region``."""
+    return (count - region + NREG - 1) // NREG
+
+
+@triton.jit
 def _filter_portable(
     x_row,
     blk_start,
@@ -1435,7 +1442,7 @@ def _warp_step(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
             k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SEARCH_TOL,
         )  # fmt: skip
-        wc32 = (count - warp32 + NREG - 1) // NREG
+        wc32 = _dealt(count, warp32)
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
         if PROFILE:
             acc = _acc(acc, 0, _clock32(wc32) - t0, 1, 0, 0)
@@ -1518,8 +1525,8 @@ def _check(
             USE_ASM, CAP, CH, NP, REG_SEARCH,
         )  # fmt: skip
         cur = CAP - cur
-        wcnt = (count - warp + NREG - 1) // NREG
-        rc = (count - regs + NREG - 1) // NREG
+        wcnt = _dealt(count, warp)
+        rc = _dealt(count, regs)
         if PROFILE:
             pc += _clock(count)
     return tk, ti, count, cur, wcnt, rc, pc
@@ -1696,15 +1703,15 @@ def deepselect_rows_kernel(
                 jc = _block_at(i0 + 2, m, a, c, p)
                 # PTX path: each lane's copy of its warp's count; portable: the regions'
                 # counts (count candidates dealt round-robin, as a compaction leaves them)
-                wcnt = (count - warp + NREG - 1) // NREG
-                rc = (count - tl.arange(0, NREG) + NREG - 1) // NREG
+                wcnt = _dealt(count, warp)
+                rc = _dealt(count, tl.arange(0, NREG))
                 if W32:  # warp-private loop state (see _tid32): warps stream independently
                     # Each warp filters its share of every block at its own pace and polls the
                     # sync state before each block; the warps meet (_meet) only when one asks
                     # for a compaction (its region nearly full) and once all are done. Two
                     # word sets alternate (the loop is unrolled twice), each reloaded right
                     # after its filter, so no copy waits for a pending load.
-                    wc32 = zero32 + (count - warp32 + NREG - 1) // NREG
+                    wc32 = zero32 + _dealt(count, warp32)
                     i = i0  # blocks of the order this warp has filtered (or skipped)
                     acc = zero32  # profiling counters (see _warp_step)
                     _set_sync(zero32 + (nblk <= i0).to(tl.int32), 1)
