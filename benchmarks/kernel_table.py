@@ -308,7 +308,7 @@ def main() -> None:
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
-                + ("/pre" if cfg.sample and cfg.sample_pre and cfg.CAP <= 8192 else "")
+                + ("/pre" if cfg.samples_in_registers else "")
                 + ("+ends" if cfg.sample_ends else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")

@@ -155,6 +155,12 @@ class LaunchConfig:
     radix_search: bool = False
     tri_search: bool = False
 
+    @property
+    def samples_in_registers(self) -> bool:
+        """Whether the kernel takes the sample's bound from registers: ``sample_pre``
+        where it applies (a sampled row, ``CAP <= 8192``)."""
+        return self.sample and self.sample_pre and self.CAP <= 8192
+
 
 def _next_pow2(v: int) -> int:
     return 1 << max(0, (v - 1).bit_length())
@@ -236,8 +242,8 @@ def kernel_constants(
         AHEAD=cfg.ahead,
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
-        SAMPLE_PRE=cfg.sample and cfg.sample_pre and cfg.CAP <= 8192,
-        SAMPLE_ENDS=cfg.sample and cfg.sample_pre and cfg.CAP <= 8192 and cfg.sample_ends,
+        SAMPLE_PRE=cfg.samples_in_registers,
+        SAMPLE_ENDS=cfg.samples_in_registers and cfg.sample_ends,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )
