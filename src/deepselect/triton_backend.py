@@ -309,8 +309,9 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
         every2 = check_variant(crowded, k, 2)
         if every2.CAP == crowded.CAP and (cfg.w32_from is None or n < cfg.w32_from * cfg.B):
             return dataclasses.replace(every2, sample_pre=False)
-        waves = lambda per_sm: -(-rows // (per_sm * sm_count))  # noqa: E731
-        if waves(CROWDED_PER_SM) < waves(cfg.programs_per_sm):
+        if triton.cdiv(rows, CROWDED_PER_SM * sm_count) < triton.cdiv(
+            rows, cfg.programs_per_sm * sm_count
+        ):  # a wave of rows saved
             return crowded
     return cfg
 
