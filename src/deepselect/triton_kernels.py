@@ -1035,7 +1035,7 @@ def _sample_start(
     x_row, first, m, a, c, p, lo, hi, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
     B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, ENDS: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, ENDS: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, from its sample (the first
     ``p = CAP // B`` middle blocks of the order, wholly in the window) read straight
@@ -1053,16 +1053,27 @@ def _sample_start(
     everything read where that is higher (an exact k-th of some of the row is never
     above the row's: on a monotone row, about the row's own k-th); their elements at
     or above the bound are placed too, ties are cut at that k-th, and the stream goes
-    on from block ``p + 2``."""
+    on from block ``p + 2``.
+
+    PROFILE: cycles of its phases added to ``prof[9:13]`` (the loads and the keys'
+    range, the key search, the census and any tie cut, the placing)."""
     S: tl.constexpr = CAP // NREG
+    if PROFILE:
+        t0 = _clock(sample_n)
     e = tl.arange(0, CAP)
     col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     unset = sample_n * 0 + 0x7FFFFFFF
     kk = _first_kk(sample_n * 0 + CAP, k, sample_n, unset, SAMPLE_Z)
-    pk = _search_held(
-        keys, tl.min(keys, axis=0), tl.max(keys, axis=0), kk, 0, CAP, REG_SEARCH
-    )  # fmt: skip
+    k_lo = tl.min(keys, axis=0)
+    k_hi = tl.max(keys, axis=0)
+    if PROFILE:
+        t1 = _clock(k_lo + k_hi)
+        tl.atomic_add(prof + 9, t1 - t0)
+    pk = _search_held(keys, k_lo, k_hi, kk, 0, CAP, REG_SEARCH)
+    if PROFILE:
+        t0 = _clock(pk)
+        tl.atomic_add(prof + 10, t0 - t1)
     if ENDS:  # the ends beside the sample: [2 CAP] held, index -1 (key 0) where invalid
         tl.static_assert(2 * B <= CAP)
         ecol = (tl.where(e < B, m - 1, 0) + first) * B + e % B
@@ -1090,6 +1101,9 @@ def _sample_start(
         ihi = tl.max(tl.where(tied, col, -1), axis=0)
         pi = _lowest_index(tl.where(tied, col, -1), ilo, ihi, kk - gt)
         keep = valid & ((keys > pk) | (tied & (col <= pi)))
+    if PROFILE:
+        t2 = _clock(tl.sum(keep.to(tl.int32), axis=0))
+        tl.atomic_add(prof + 11, t2 - t0)
     kept = keep.to(tl.int32)
     pos = tl.cumsum(kept, axis=0) - 1
     dst = (pos % NREG) * S + pos // NREG
@@ -1097,6 +1111,9 @@ def _sample_start(
     tl.store(dst_i + dst, col, mask=keep)
     count = tl.sum(kept, axis=0)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
+    if PROFILE:
+        t1 = _clock(count)
+        tl.atomic_add(prof + 12, t1 - t2)
     return pk, pi, count
 
 
@@ -1605,7 +1622,7 @@ def deepselect_rows_kernel(
     indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
-    into ``prof_ptr[pid, 0:8]`` (see benchmarks/profile_kernel.py); PRESET starts each
+    into ``prof_ptr[pid, 0:16]`` (see benchmarks/profile_kernel.py); PRESET starts each
     row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
     row's k-th key) to time the stream without the rising threshold."""
     S: tl.constexpr = CAP // NREG
@@ -1629,6 +1646,7 @@ def deepselect_rows_kernel(
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
     p_fin = tl.zeros([], tl.int64)  # final compaction + output
+    p_pre = tl.zeros([], tl.int64)  # SAMPLE_PRE: the sample's bound from registers
     n_comp = tl.zeros([], tl.int64)
     n_hits = tl.zeros([], tl.int64)
     n_hitblk = tl.zeros([], tl.int64)
@@ -1691,13 +1709,17 @@ def deepselect_rows_kernel(
                 loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
                 if SAMPLE_PRE:
                     if sample_n > 0:
+                        if PROFILE:
+                            t_pre = _clock(sample_n)
                         tk, ti, count = _sample_start(
                             x_row, first, m, a, c, p, lo, hi, k, sample_n, scr_k, scr_i,
                             KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
                             CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
-                            SAMPLE_ENDS,
+                            SAMPLE_ENDS, prof_ptr + pid * 16, PROFILE,
                         )  # fmt: skip
                         i0 = p + (2 if SAMPLE_ENDS else 0)
+                        if PROFILE:
+                            p_pre += _clock(count) - t_pre
                 ja = _block_at(i0, m, a, c, p)
                 jb = _block_at(i0 + 1, m, a, c, p)
                 jc = _block_at(i0 + 2, m, a, c, p)
@@ -1872,9 +1894,10 @@ def deepselect_rows_kernel(
             p_row += t3 - t_row
             n_rows += 1
     if PROFILE:
-        j = tl.arange(0, 8)
+        j = tl.arange(0, 16)
         prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt, 0)
         prof += tl.where(j == 2, p_comp, 0) + tl.where(j == 3, p_fin, 0)
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
-        tl.store(prof_ptr + pid * 8 + j, prof)
+        prof += tl.where(j == 8, p_pre, 0)
+        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9..12: _sample_start's adds
