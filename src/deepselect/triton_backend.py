@@ -84,10 +84,6 @@ class LaunchConfig:
        every second block lost (4096 x 129,280 1.18 -> 1.36 ms), so
        :func:`stream_config` leaves it off there. Taken by :func:`launch_config`
        like ``one_barrier`` (Triton 3.9 spills 4-68 more bytes, outside the loop).
-    sample_ends: with ``sample_pre``, the row's two end blocks are read with the
-       sample, and the bound rises to the exact k-th of all that was read where that
-       is higher (a monotone row's ends hold about its top k); the stream starts after
-       them. Off: untimed (for A/B timing on ascending rows).
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -145,7 +141,6 @@ class LaunchConfig:
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
-    sample_ends: bool = False
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -243,7 +238,6 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,
-        SAMPLE_ENDS=cfg.samples_in_registers and cfg.sample_ends,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

@@ -1032,10 +1032,10 @@ def _lowest_index(idx, lo, hi, need):
 
 @triton.jit(noinline=True)  # its registers apart from the stream loop's
 def _sample_start(
-    x_row, first, m, a, c, p, lo, hi, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
+    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
     KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
     B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, ENDS: tl.constexpr, prof, PROFILE: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, from its sample (the first
     ``p = CAP // B`` middle blocks of the order, wholly in the window) read straight
@@ -1047,13 +1047,6 @@ def _sample_start(
     it only the lowest indices that make up the rank, and the threshold's index is
     the last of those. Returns the threshold (key, index) and the count; the stream
     goes on from block ``p`` of the order.
-
-    ENDS: the row's last and first block (the order's next two, ``lo``/``hi`` the
-    window they may leave) are read too, and the bound rises to the exact k-th of
-    everything read where that is higher (an exact k-th of some of the row is never
-    above the row's: on a monotone row, about the row's own k-th); their elements at
-    or above the bound are placed too, ties are cut at that k-th, and the stream goes
-    on from block ``p + 2``.
 
     PROFILE: cycles of its phases added to ``prof[9:13]`` (the loads and the keys'
     range, the key search, the census and any tie cut, the placing)."""
@@ -1074,33 +1067,17 @@ def _sample_start(
     if PROFILE:
         t0 = _clock(pk)
         tl.atomic_add(prof + 10, t0 - t1)
-    if ENDS:  # the ends beside the sample: [2 CAP] held, index -1 (key 0) where invalid
-        tl.static_assert(2 * B <= CAP)
-        ecol = (tl.where(e < B, m - 1, 0) + first) * B + e % B
-        ev = (e < 2 * B) & (ecol >= lo) & (ecol < hi)
-        ek = _raw_key(tl.load(x_row + ecol, mask=ev, other=0), KEY_BITS == 16, KEY_MASK, SIGN,
-                      INF_BITS, LARGEST)  # fmt: skip
-        keys = tl.reshape(tl.join(keys, tl.where(ev, ek, 0)), [2 * CAP])
-        col = tl.reshape(tl.join(col, tl.where(ev, ecol, -1)), [2 * CAP])
-        if tl.sum(((col >= 0) & (keys >= pk)).to(tl.int32), axis=0) >= k:
-            # the k-th of all read is at or above the sample's bound: it (invalid keys
-            # are 0, below every pivot of the search, which starts above pk)
-            pk = _search_held(keys, pk, tl.max(keys, axis=0), k, 0, 2 * CAP, REG_SEARCH)
-        kk = k  # ties cut at the k-th of all read: an exact bound, never above the row's
-    valid = col >= 0
-    # keys above and at pk, both counts in one sum (at most 2 CAP = 2^14 each)
-    s = tl.sum(
-        (valid & (keys > pk)).to(tl.int32) + ((valid & (keys == pk)).to(tl.int32) << 16), axis=0
-    )  # fmt: skip
+    # keys above and at pk, both counts in one sum (at most CAP = 2^13 each)
+    s = tl.sum((keys > pk).to(tl.int32) + ((keys == pk).to(tl.int32) << 16), axis=0)
     gt = s & 0xFFFF
     pi = unset
-    keep = valid & (keys >= pk)
+    keep = keys >= pk
     if gt + (s >> 16) > ROOM:  # ties past the room: the lowest-index ones
-        tied = valid & (keys == pk)
+        tied = keys == pk
         ilo = tl.min(tl.where(tied, col, 0x7FFFFFFF), axis=0)
         ihi = tl.max(tl.where(tied, col, -1), axis=0)
         pi = _lowest_index(tl.where(tied, col, -1), ilo, ihi, kk - gt)
-        keep = valid & ((keys > pk) | (tied & (col <= pi)))
+        keep = (keys > pk) | (tied & (col <= pi))
     if PROFILE:
         t2 = _clock(tl.sum(keep.to(tl.int32), axis=0))
         tl.atomic_add(prof + 11, t2 - t0)
@@ -1602,7 +1579,6 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
-    SAMPLE_ENDS: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1712,12 +1688,12 @@ def deepselect_rows_kernel(
                         if PROFILE:
                             t_pre = _clock(sample_n)
                         tk, ti, count = _sample_start(
-                            x_row, first, m, a, c, p, lo, hi, k, sample_n, scr_k, scr_i,
+                            x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i,
                             KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
                             CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
-                            SAMPLE_ENDS, prof_ptr + pid * 16, PROFILE,
+                            prof_ptr + pid * 16, PROFILE,
                         )  # fmt: skip
-                        i0 = p + (2 if SAMPLE_ENDS else 0)
+                        i0 = p
                         if PROFILE:
                             p_pre += _clock(count) - t_pre
                 ja = _block_at(i0, m, a, c, p)
