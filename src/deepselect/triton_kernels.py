@@ -1030,34 +1030,24 @@ def _lowest_index(idx, lo, hi, need):
     return lo
 
 
-@triton.jit(noinline=True)  # its registers apart from the stream loop's
-def _sample_start(
-    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
-    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
-    B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, prof, PROFILE: tl.constexpr,
+@triton.jit
+def _sample_keys(
+    x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
+    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
+    PROFILE: tl.constexpr,
 ):  # fmt: skip
-    """SAMPLE_PRE: where a sampled row's threshold starts, from its sample (the first
-    ``p = CAP // B`` middle blocks of the order, wholly in the window) read straight
-    into registers, in place of appending all of it and compacting: the rank
-    :func:`_first_kk` of the ``CAP`` sampled keys by :func:`_search_held`, and the
-    sampled elements at or above that key dealt over the regions of the scratch half
-    at ``dst`` as a compaction leaves its survivors. At most ``ROOM`` of them (what
-    the regions hold before the stream's first check): past that, of the keys tied at
-    it only the lowest indices that make up the rank, and the threshold's index is
-    the last of those. Returns the threshold (key, index) and the count; the stream
-    goes on from block ``p`` of the order.
-
-    PROFILE: cycles of its phases added to ``prof[9:13]`` (the loads and the keys'
-    range, the key search, the census and any tie cut, the placing)."""
-    S: tl.constexpr = CAP // NREG
+    """A sampled row's sample (the first ``p = CAP // B`` middle blocks of the order,
+    wholly in the window) read into registers: its columns, keys, the rank
+    :func:`_first_kk` of the ``CAP`` sampled keys and that rank's key by
+    :func:`_search_held`, the sample's bound. PROFILE: the loads' and the search's
+    cycles added to ``prof[9]`` and ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
     e = tl.arange(0, CAP)
     col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-    unset = sample_n * 0 + 0x7FFFFFFF
-    kk = _first_kk(sample_n * 0 + CAP, k, sample_n, unset, SAMPLE_Z)
+    kk = _first_kk(sample_n * 0 + CAP, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
     k_lo = tl.min(keys, axis=0)
     k_hi = tl.max(keys, axis=0)
     if PROFILE:
@@ -1065,8 +1055,54 @@ def _sample_start(
         tl.atomic_add(prof + 9, t1 - t0)
     pk = _search_held(keys, k_lo, k_hi, kk, 0, CAP, REG_SEARCH)
     if PROFILE:
+        tl.atomic_add(prof + 10, _clock(pk) - t1)
+    return col, keys, kk, pk
+
+
+@triton.jit(noinline=True)  # its registers apart from the stream loop's
+def _sample_bound(
+    x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
+    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
+    PROFILE: tl.constexpr,
+):  # fmt: skip
+    """SAMPLE_PRE with SAMPLE_REREAD: only the sample's bound (:func:`_sample_keys`);
+    the stream starts at it, as at a preset key, from the order's first block, and
+    reads the sample again (from L2, most of it) with the hits placed as anywhere."""
+    _, _, _, pk = _sample_keys(
+        x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST,
+        B, CAP, REG_SEARCH, SAMPLE_Z, prof, PROFILE,
+    )  # fmt: skip
+    tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
+    return pk
+
+
+@triton.jit(noinline=True)  # its registers apart from the stream loop's
+def _sample_start(
+    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
+    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
+    B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, prof, PROFILE: tl.constexpr,
+):  # fmt: skip
+    """SAMPLE_PRE: where a sampled row's threshold starts, from its sample read into
+    registers (:func:`_sample_keys`), in place of appending all of it and compacting:
+    the sampled elements at or above the sample's bound dealt over the regions of the
+    scratch half at ``dst`` as a compaction leaves its survivors. At most ``ROOM`` of
+    them (what the regions hold before the stream's first check): past that, of the
+    keys tied at it only the lowest indices that make up the rank, and the
+    threshold's index is the last of those. Returns the threshold (key, index) and
+    the count; the stream goes on from block ``p`` of the order.
+
+    PROFILE: cycles of its phases added to ``prof[9:13]`` (the loads and the keys'
+    range, the key search, the census and any tie cut, the placing)."""
+    S: tl.constexpr = CAP // NREG
+    col, keys, kk, pk = _sample_keys(
+        x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST,
+        B, CAP, REG_SEARCH, SAMPLE_Z, prof, PROFILE,
+    )  # fmt: skip
+    if PROFILE:
         t0 = _clock(pk)
-        tl.atomic_add(prof + 10, t0 - t1)
+    unset = sample_n * 0 + 0x7FFFFFFF
     # keys above and at pk, both counts in one sum (at most CAP = 2^13 each)
     s = tl.sum((keys > pk).to(tl.int32) + ((keys == pk).to(tl.int32) << 16), axis=0)
     gt = s & 0xFFFF
@@ -1579,6 +1615,7 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
+    SAMPLE_REREAD: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1687,15 +1724,22 @@ def deepselect_rows_kernel(
                     if sample_n > 0:
                         if PROFILE:
                             t_pre = _clock(sample_n)
-                        tk, ti, count = _sample_start(
-                            x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i,
-                            KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
-                            CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
-                            prof_ptr + pid * 16, PROFILE,
-                        )  # fmt: skip
-                        i0 = p
+                        if SAMPLE_REREAD:  # the bound only; the stream reads the sample
+                            tk = _sample_bound(
+                                x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK,
+                                SIGN, INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z,
+                                prof_ptr + pid * 16, PROFILE,
+                            )  # fmt: skip
+                        else:
+                            tk, ti, count = _sample_start(
+                                x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i,
+                                KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
+                                CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
+                                prof_ptr + pid * 16, PROFILE,
+                            )  # fmt: skip
+                            i0 = p
                         if PROFILE:
-                            p_pre += _clock(count) - t_pre
+                            p_pre += _clock(count + tk.to(tl.int32, bitcast=True)) - t_pre
                 ja = _block_at(i0, m, a, c, p)
                 jb = _block_at(i0 + 1, m, a, c, p)
                 jc = _block_at(i0 + 2, m, a, c, p)
