@@ -166,8 +166,6 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
     if part in ("pre", "nopre"):
         return dataclasses.replace(cfg, sample_pre=part == "pre")
-    if part == "reread":
-        return dataclasses.replace(cfg, sample_pre=True, sample_reread=True)
     if part == "nosb":
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
@@ -309,7 +307,6 @@ def main() -> None:
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("/pre" if cfg.samples_in_registers else "")
-                + ("+rr" if cfg.samples_in_registers and cfg.sample_reread else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

@@ -72,8 +72,6 @@ def variants(dtype, k, quick=False):
         out = {
             "default": (base, False),
             "preset": (base, True),
-            # only the sample's bound from its held keys, the stream reading it again
-            "reread": (dataclasses.replace(base, sample_reread=True), False),
             # the trigger's block-wide sum every 8th block: the loop almost without it
             "check8pre": (check_variant(base, k, 8), True),
             "w32": (dataclasses.replace(base, w32=True), False),

@@ -66,7 +66,6 @@ def run_small(
     radix=False,
     tri=False,
     pre=None,
-    reread=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -80,7 +79,6 @@ def run_small(
     cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
-    cfg = dataclasses.replace(cfg, sample_reread=reread)  # only its bound from there
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -234,17 +232,16 @@ def test_public_api_backend_triton():
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-@pytest.mark.parametrize("pre", [False, True, "reread"])
+@pytest.mark.parametrize("pre", [False, True])
 def test_sample_bound(kind, z, pre):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
     every compaction keeps k. ``pre``: the bound from the sample held in registers
-    before the stream (LaunchConfig.sample_pre), not from a compaction; "reread": only
-    the bound from there, the stream reading the sample again (sample_reread)."""
+    before the stream (LaunchConfig.sample_pre), not from a compaction."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), reread=pre == "reread")
+    kw = dict(sample=z is not None, sample_z=z, pre=pre)
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -706,18 +703,15 @@ def test_gpu_search_tolerance(w32, variant):
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_sample_bound_from_registers(w32):
     """LaunchConfig.sample_pre on the GPU, in both loops: the sample's bound from its
-    keys held in registers, its elements at or above the bound placed as a
-    compaction leaves them, on tie-heavy, constant and NaN rows (more ties at the
-    bound than the regions hold), with windows; k = 2048 smallest with the radix key
-    search; z = -1e9 puts the bound above the k-th, so every row is selected again;
-    and with only the bound from there, the stream reading the sample again
-    (LaunchConfig.sample_reread)."""
+    keys held in registers and the stream started there, reading the sample again,
+    on tie-heavy, constant and NaN rows (a bound shared by more elements than the
+    buffer holds), with windows; k = 2048 smallest with the radix key search; z =
+    -1e9 puts the bound above the k-th, so every row is selected again."""
     rows, n = 24, 300_000
     g = torch.Generator(device="cuda").manual_seed(5)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
     cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
-    cases += [(dt, 512, 5.0, dict(sample_reread=True)) for dt in (torch.bfloat16, torch.float32)]
     for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
         for dtype, k, z, search in cases:
             x = make(kind, rows, n, dtype, "cuda", seed=9)

@@ -72,23 +72,19 @@ class LaunchConfig:
        4096 x 1M 19% faster, fp32 4096 x 129,280 sorted 19%, 256-row shapes 7-12%.
        ``sample_z``: the rank's margin (a negative one forces the second selection,
        for tests).
-    sample_pre: with ``sample``, the threshold comes from the sample read into
-       registers before the stream (a search over its held keys; the elements at or
-       above the bound go to the buffer as a compaction leaves them), so the sample's
-       blocks are neither appended one by one nor compacted and the stream starts
-       after them; False: from the first compaction. Where ``CAP <= 8192`` (the
-       sample's keys are held, ``CAP / 256`` a thread). Timed on an H200
-       (benchmarks/RESULTS.md): bf16 4096 x 1M 3.544 -> 3.168 ms, 256 x 1M 0.280 ->
-       0.248, 256 x 64K 0.083 -> 0.078, fp32 256 x 129,280 sorted 0.129 -> 0.112;
-       tie-heavy 64K rows 0.13-0.14 -> 0.08. The crowded fp32 launch that checks
-       every second block lost (4096 x 129,280 1.18 -> 1.36 ms), so
-       :func:`stream_config` leaves it off there. Taken by :func:`launch_config`
-       like ``one_barrier`` (Triton 3.9 spills 4-68 more bytes, outside the loop).
-    sample_reread: with ``sample_pre``, the prologue takes only the sample's bound
-       (the search over its held keys) and the stream starts there, as at a preset
-       key, from the order's first block, reading the sample again (from L2, mostly)
-       in place of the prologue's census, tie cut, scan and stores (profiled on an
-       H200 at ~22 of its ~40 us a row). Off: untimed.
+    sample_pre: with ``sample``, the threshold starts at the sample's bound found
+       before the stream, by a search over the sample's keys read into registers;
+       the stream starts there, as at a preset key, and reads the sample's blocks
+       again (from L2, mostly) with its other blocks. False: the bound from the first
+       compaction (the sample appended one element at a time, then compacted to its
+       rank). Where ``CAP <= 8192`` (the sample's keys are held, ``CAP / 256`` a
+       thread). Timed on an H200 (benchmarks/RESULTS.md), against the first
+       compaction: bf16 4096 x 1M 3.544 -> 2.724 ms, 256 x 64K 0.083 -> 0.054, fp32
+       256 x 129,280 sorted 0.129 -> 0.097 (an earlier form that also placed the
+       sample's survivors from registers: 3.168, 0.078, 0.112). The crowded fp32
+       launch that checks every second block is even with it at best, so
+       :func:`stream_config` leaves it off there. Taken by :func:`launch_config` like
+       ``one_barrier`` (timed on Triton 3.6 only).
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -146,7 +142,6 @@ class LaunchConfig:
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
-    sample_reread: bool = False
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -244,7 +239,6 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,
-        SAMPLE_REREAD=cfg.samples_in_registers and cfg.sample_reread,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

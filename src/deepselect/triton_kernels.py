@@ -22,9 +22,8 @@ How one program selects a row ``[lo, hi)``:
    (Option SAMPLE: the first compaction keeps a rank of the candidates seen so far, a
    sample of the row, rather than k; a row where fewer than k reach that bound is
    selected again without it. SAMPLE_PRE: that bound is found before the stream, over
-   the sample's keys read into registers (:func:`_sample_start`); the sampled elements
-   at or above it go to the buffer as a compaction leaves its survivors, and the
-   stream starts after the sample's blocks.)
+   the sample's keys read into registers (:func:`_sample_bound`), and the stream
+   starts at it, as at a preset key, reading the sample's blocks again.)
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
    are sorted if asked for and written out with their values gathered from the row.
 
@@ -1066,68 +1065,16 @@ def _sample_bound(
     CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
     PROFILE: tl.constexpr,
 ):  # fmt: skip
-    """SAMPLE_PRE with SAMPLE_REREAD: only the sample's bound (:func:`_sample_keys`);
-    the stream starts at it, as at a preset key, from the order's first block, and
-    reads the sample again (from L2, most of it) with the hits placed as anywhere."""
+    """SAMPLE_PRE: a sampled row's threshold starts at the sample's bound
+    (:func:`_sample_keys`), in place of appending the sample and compacting it to its
+    rank; the stream starts there, as at a preset key, from the order's first block,
+    and reads the sample again (from L2, most of it), its hits placed as any."""
     _, _, _, pk = _sample_keys(
         x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST,
         B, CAP, REG_SEARCH, SAMPLE_Z, prof, PROFILE,
     )  # fmt: skip
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
     return pk
-
-
-@triton.jit(noinline=True)  # its registers apart from the stream loop's
-def _sample_start(
-    x_row, first, m, a, c, p, k, sample_n, dst_k, dst_i, KEY_BITS: tl.constexpr,
-    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
-    B: tl.constexpr, CAP: tl.constexpr, ROOM: tl.constexpr, REG_SEARCH: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, prof, PROFILE: tl.constexpr,
-):  # fmt: skip
-    """SAMPLE_PRE: where a sampled row's threshold starts, from its sample read into
-    registers (:func:`_sample_keys`), in place of appending all of it and compacting:
-    the sampled elements at or above the sample's bound dealt over the regions of the
-    scratch half at ``dst`` as a compaction leaves its survivors. At most ``ROOM`` of
-    them (what the regions hold before the stream's first check): past that, of the
-    keys tied at it only the lowest indices that make up the rank, and the
-    threshold's index is the last of those. Returns the threshold (key, index) and
-    the count; the stream goes on from block ``p`` of the order.
-
-    PROFILE: cycles of its phases added to ``prof[9:13]`` (the loads and the keys'
-    range, the key search, the census and any tie cut, the placing)."""
-    S: tl.constexpr = CAP // NREG
-    col, keys, kk, pk = _sample_keys(
-        x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST,
-        B, CAP, REG_SEARCH, SAMPLE_Z, prof, PROFILE,
-    )  # fmt: skip
-    if PROFILE:
-        t0 = _clock(pk)
-    unset = sample_n * 0 + 0x7FFFFFFF
-    # keys above and at pk, both counts in one sum (at most CAP = 2^13 each)
-    s = tl.sum((keys > pk).to(tl.int32) + ((keys == pk).to(tl.int32) << 16), axis=0)
-    gt = s & 0xFFFF
-    pi = unset
-    keep = keys >= pk
-    if gt + (s >> 16) > ROOM:  # ties past the room: the lowest-index ones
-        tied = keys == pk
-        ilo = tl.min(tl.where(tied, col, 0x7FFFFFFF), axis=0)
-        ihi = tl.max(tl.where(tied, col, -1), axis=0)
-        pi = _lowest_index(tl.where(tied, col, -1), ilo, ihi, kk - gt)
-        keep = (keys > pk) | (tied & (col <= pi))
-    if PROFILE:
-        t2 = _clock(tl.sum(keep.to(tl.int32), axis=0))
-        tl.atomic_add(prof + 11, t2 - t0)
-    kept = keep.to(tl.int32)
-    pos = tl.cumsum(kept, axis=0) - 1
-    dst = (pos % NREG) * S + pos // NREG
-    tl.store(dst_k + dst, keys.to(tl.int32, bitcast=True), mask=keep)
-    tl.store(dst_i + dst, col, mask=keep)
-    count = tl.sum(kept, axis=0)
-    tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
-    if PROFILE:
-        t1 = _clock(count)
-        tl.atomic_add(prof + 12, t1 - t2)
-    return pk, pi, count
 
 
 @triton.jit
@@ -1615,7 +1562,6 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
-    SAMPLE_REREAD: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1717,29 +1663,20 @@ def deepselect_rows_kernel(
                 i0 = row * 0  # the stream starts at block i0 of the order
                 if PRESET:
                     tk = tl.load(preset_ptr + row).to(tl.uint32)
-                # SAMPLE_PRE: the sample's bound from registers (_sample_start), not
+                # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
                 # from a first compaction; the stream's compactions then all keep k
                 loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
                 if SAMPLE_PRE:
                     if sample_n > 0:
                         if PROFILE:
                             t_pre = _clock(sample_n)
-                        if SAMPLE_REREAD:  # the bound only; the stream reads the sample
-                            tk = _sample_bound(
-                                x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK,
-                                SIGN, INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z,
-                                prof_ptr + pid * 16, PROFILE,
-                            )  # fmt: skip
-                        else:
-                            tk, ti, count = _sample_start(
-                                x_row, first, m, a, c, p, k, sample_n, scr_k, scr_i,
-                                KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST, B, CAP,
-                                CAP - (1 if W32 else CHECK_EVERY) * B, REG_SEARCH, SAMPLE_Z,
-                                prof_ptr + pid * 16, PROFILE,
-                            )  # fmt: skip
-                            i0 = p
+                        tk = _sample_bound(
+                            x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
+                            INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z,
+                            prof_ptr + pid * 16, PROFILE,
+                        )  # fmt: skip
                         if PROFILE:
-                            p_pre += _clock(count + tk.to(tl.int32, bitcast=True)) - t_pre
+                            p_pre += _clock(tk) - t_pre
                 ja = _block_at(i0, m, a, c, p)
                 jb = _block_at(i0 + 1, m, a, c, p)
                 jc = _block_at(i0 + 2, m, a, c, p)
@@ -1920,4 +1857,4 @@ def deepselect_rows_kernel(
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
         prof += tl.where(j == 8, p_pre, 0)
-        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9..12: _sample_start's adds
+        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9, 10: _sample_keys' adds
