@@ -1029,18 +1029,21 @@ def _lowest_index(idx, lo, hi, need):
     return lo
 
 
-@triton.jit
-def _sample_keys(
+@triton.jit(noinline=True)  # its registers apart from the stream loop's
+def _sample_bound(
     x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
     CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
     PROFILE: tl.constexpr,
 ):  # fmt: skip
-    """A sampled row's sample (the first ``p = CAP // B`` middle blocks of the order,
-    wholly in the window) read into registers: its columns, keys, the rank
-    :func:`_first_kk` of the ``CAP`` sampled keys and that rank's key by
-    :func:`_search_held`, the sample's bound. PROFILE: the loads' and the search's
-    cycles added to ``prof[9]`` and ``prof[10]``."""
+    """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
+    sample and compacting it to its rank. The sample (the first ``p = CAP // B``
+    middle blocks of the order, wholly in the window) is read into registers and the
+    rank :func:`_first_kk` of its ``CAP`` keys found by :func:`_search_held`: that
+    key is the bound. The stream starts there, as at a preset key, from the order's
+    first block, and reads the sample again (from L2, most of it), its hits placed
+    as any. PROFILE: the loads' and the search's cycles added to ``prof[9]`` and
+    ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
     e = tl.arange(0, CAP)
@@ -1055,24 +1058,6 @@ def _sample_keys(
     pk = _search_held(keys, k_lo, k_hi, kk, 0, CAP, REG_SEARCH)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
-    return col, keys, kk, pk
-
-
-@triton.jit(noinline=True)  # its registers apart from the stream loop's
-def _sample_bound(
-    x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
-    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
-    PROFILE: tl.constexpr,
-):  # fmt: skip
-    """SAMPLE_PRE: a sampled row's threshold starts at the sample's bound
-    (:func:`_sample_keys`), in place of appending the sample and compacting it to its
-    rank; the stream starts there, as at a preset key, from the order's first block,
-    and reads the sample again (from L2, most of it), its hits placed as any."""
-    _, _, _, pk = _sample_keys(
-        x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN, INF_BITS, LARGEST,
-        B, CAP, REG_SEARCH, SAMPLE_Z, prof, PROFILE,
-    )  # fmt: skip
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
     return pk
 
@@ -1857,4 +1842,4 @@ def deepselect_rows_kernel(
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
         prof += tl.where(j == 8, p_pre, 0)
-        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9, 10: _sample_keys' adds
+        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9, 10: _sample_bound's adds
