@@ -166,6 +166,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ahead=int(part[2:]))
     if part in ("pre", "nopre"):
         return dataclasses.replace(cfg, sample_pre=part == "pre")
+    if part == "burst":
+        return dataclasses.replace(cfg, burst=True)
     if part == "nosb":
         return dataclasses.replace(cfg, sample=False)
     if part == "noballot":
@@ -240,8 +242,7 @@ def main() -> None:
             "row), now32 (never), pfN (warps also ask L2 for the block N beyond the loaded "
             "one), nosb (the first compaction keeps k, not a sample's rank), pre / nopre (the"
             " sample's bound from registers before the stream / from the first compaction), "
-            "ends (pre, the row's ends read with the sample: the exact k-th of both where "
-            "higher), "
+            "burst (a check that finds k new candidates compacts at once; with pre), "
             "noballot (hits always placed with a shuffle scan), nofast (every hit lane runs "
             "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
             "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "
@@ -307,6 +308,7 @@ def main() -> None:
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("/pre" if cfg.samples_in_registers else "")
+                + ("+burst" if cfg.samples_in_registers and cfg.burst else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

@@ -66,6 +66,7 @@ def run_small(
     radix=False,
     tri=False,
     pre=None,
+    burst=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -79,6 +80,7 @@ def run_small(
     cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
+    cfg = dataclasses.replace(cfg, burst=burst)  # a block of k new candidates compacts
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -244,6 +246,23 @@ def test_sample_bound(kind, z, pre):
     kw = dict(sample=z is not None, sample_z=z, pre=pre)
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
+    check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
+
+
+@pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])
+@pytest.mark.parametrize("every", [1, 2])
+def test_burst_compaction(kind, every):
+    """LaunchConfig.burst: with the sample's bound from registers, a check that finds
+    at least k new candidates compacts at once (an ascending row's last block, 128
+    hits against k = 40, right after the sample); checked every block and every
+    second one, with windows, largest and smallest (the descending row's first block
+    then bursts); exact as without it, and where the sample's bound is above the k-th
+    (z = -1e9: selected again without the sample, where no burst is taken)."""
+    x = make(kind, 3, 5000, torch.float32, DEV, seed=29)
+    kw = dict(pre=True, burst=True, every=every, reg_search=True)
+    check_small(x, 40, **kw)
+    check_small(x, 40, sample_z=-1e9, **kw)
+    begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4990])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
 
 

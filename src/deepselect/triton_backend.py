@@ -85,6 +85,12 @@ class LaunchConfig:
        launch that checks every second block is even with it at best, so
        :func:`stream_config` leaves it off there. Taken by :func:`launch_config` like
        ``one_barrier`` (timed on Triton 3.6 only).
+    burst: with ``sample_pre``, in the block-synchronous loop, a compaction check
+       that finds k or more new candidates (and more than k in all) compacts at once,
+       where it would wait for ``k + B2``: an ascending row's last block, read right
+       after the sample, holds a block of hits above the sample's bound, and the
+       next blocks in the order as many until the buffer fills and a full compaction
+       follows. Off: untimed.
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -142,6 +148,7 @@ class LaunchConfig:
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
+    burst: bool = False
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -239,6 +246,7 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,
+        BURST=cfg.burst and cfg.samples_in_registers,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

@@ -1445,7 +1445,7 @@ def _publish_and_compact(
 
 @triton.jit
 def _check(
-    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n,
+    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n, burst_at,
     parity, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
@@ -1453,8 +1453,12 @@ def _check(
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
-    due, a compaction from half ``cur`` into the other. Returns the threshold, the
-    count, the half, both count forms and (PROFILE) the compaction's cycles.
+    due, a compaction from half ``cur`` into the other: when the buffer reaches
+    ``k + B2`` or a region could overflow, or when this check's new candidates number
+    ``burst_at`` or more and the buffer more than k (a threshold far below the row's
+    k-th: one block of an ascending row past the sample, all of it hits). Returns the
+    threshold, the count, the half, both count forms and (PROFILE) the compaction's
+    cycles.
 
     ONE_BARRIER (PTX path): each warp's leader stores its count to slot ``parity``
     (0 or 1, alternating from check to check) in shared memory, and after one
@@ -1475,9 +1479,10 @@ def _check(
         tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
     else:
         tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
+    fresh = tot % BIG - count
     count = tot % BIG
     pc = tl.zeros([], tl.int64)
-    if tot >= k + B2:
+    if (tot >= k + B2) | ((fresh >= burst_at) & (count > k)):
         if PROFILE:
             pc -= _clock(tot)
         kk = _first_kk(count, k, sample_n, ti, SAMPLE_Z)
@@ -1547,6 +1552,7 @@ def deepselect_rows_kernel(
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
+    BURST: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1651,6 +1657,11 @@ def deepselect_rows_kernel(
                 # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
                 # from a first compaction; the stream's compactions then all keep k
                 loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
+                # BURST (a sampled row, its bound from registers): a check that finds k
+                # new candidates or more compacts at once
+                burst_at = sample_n * 0 + 0x3FFFFFFF
+                if BURST and SAMPLE_PRE:
+                    burst_at = tl.where(sample_n > 0, k, burst_at)
                 if SAMPLE_PRE:
                     if sample_n > 0:
                         if PROFILE:
@@ -1775,18 +1786,19 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                loop_n, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
+                                loop_n, burst_at, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
                                 CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
                             done = tl.cast(i, tl.int32) + 1
                             if (done % CHECK_EVERY == 0) | (done == nblk):
+                                parity = ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    loop_n, ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1,
-                                    USE_ASM, B, CAP, CH, NP, REG_SEARCH, CHECK_EVERY,
-                                    PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
+                                    loop_n, burst_at, parity, USE_ASM, B, CAP, CH, NP,
+                                    REG_SEARCH, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                    ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
