@@ -67,6 +67,7 @@ def run_small(
     tri=False,
     pre=None,
     burst=False,
+    sample_tol=0,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -81,6 +82,7 @@ def run_small(
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     cfg = dataclasses.replace(cfg, burst=burst)  # a block of k new candidates compacts
+    cfg = dataclasses.replace(cfg, sample_tol=sample_tol)  # the bound's search stops early
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -234,16 +236,17 @@ def test_public_api_backend_triton():
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-@pytest.mark.parametrize("pre", [False, True])
+@pytest.mark.parametrize("pre", [False, True, "tol"])
 def test_sample_bound(kind, z, pre):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
     bound holds (z = 5) and where it lies above the k-th and each row is selected
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
     every compaction keeps k. ``pre``: the bound from the sample held in registers
-    before the stream (LaunchConfig.sample_pre), not from a compaction."""
+    before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
+    search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z, pre=pre)
+    kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)

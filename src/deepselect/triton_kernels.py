@@ -1033,8 +1033,8 @@ def _lowest_index(idx, lo, hi, need):
 def _sample_bound(
     x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
-    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr, prof,
-    PROFILE: tl.constexpr,
+    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    SAMPLE_TOL: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
     sample and compacting it to its rank. The sample (the first ``p = CAP // B``
@@ -1042,8 +1042,10 @@ def _sample_bound(
     rank :func:`_first_kk` of its ``CAP`` keys found by :func:`_search_held`: that
     key is the bound. The stream starts there, as at a preset key, from the order's
     first block, and reads the sample again (from L2, most of it), its hits placed
-    as any. PROFILE: the loads' and the search's cycles added to ``prof[9]`` and
-    ``prof[10]``."""
+    as any. SAMPLE_TOL > 0: the search may stop at a key with between the rank and
+    ``rank * (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much
+    lower: still valid, as any bound at or below the rank's key). PROFILE: the
+    loads' and the search's cycles added to ``prof[9]`` and ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
     e = tl.arange(0, CAP)
@@ -1055,7 +1057,10 @@ def _sample_bound(
     if PROFILE:
         t1 = _clock(k_lo + k_hi)
         tl.atomic_add(prof + 9, t1 - t0)
-    pk = _search_held(keys, k_lo, k_hi, kk, 0, CAP, REG_SEARCH)
+    tol = kk * 0
+    if SAMPLE_TOL > 0:
+        tol = kk >> SAMPLE_TOL
+    pk = _search_held(keys, k_lo, k_hi, kk, tol, CAP, REG_SEARCH)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
@@ -1553,6 +1558,7 @@ def deepselect_rows_kernel(
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
     BURST: tl.constexpr = False,
+    SAMPLE_TOL: tl.constexpr = 0,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1668,7 +1674,7 @@ def deepselect_rows_kernel(
                             t_pre = _clock(sample_n)
                         tk = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z,
+                            INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z, SAMPLE_TOL,
                             prof_ptr + pid * 16, PROFILE,
                         )  # fmt: skip
                         if PROFILE:
