@@ -4,9 +4,10 @@ For each shape and launch variant, prints the measured time (normal build) and, 
 the profiling build (SM cycle counters around each phase, 128 registers so that two
 programs still fit per SM), the mean per row of: the whole row, filtering (load waits,
 the compare, placing hits, the per-block count), compactions inside the stream, the
-final compaction + output, the sample's bound taken in registers (pre: the prologue
-of `sample_pre`, and its phases: the loads with the keys' range, the key search);
-and compactions, hits and blocks with hits per row.
+final compaction + output (last: the compaction alone, block-synchronous loop), the
+sample's bound taken in registers (pre: the prologue of `sample_pre`, and its
+phases: the loads with the keys' range, the key search); and compactions, hits and
+blocks with hits per row.
 ``preset`` starts every row at its true k-th key: the stream with a perfect
 threshold, no rising and (almost) no compaction. With independent warps (``w32*``) the
 phases are warp 0's: filter = its compares and hit path (not its load waits), compact =
@@ -133,7 +134,7 @@ def main() -> None:
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
     hdr = (
         f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
-        f"{'compact':>7s} {'final':>6s} {'pre':>5s} ({'load':>4s} {'srch':>4s}) | "
+        f"{'compact':>7s} {'final':>6s} ({'last':>4s}) {'pre':>5s} ({'load':>4s} {'srch':>4s}) | "
         f"{'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
@@ -175,7 +176,8 @@ def main() -> None:
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), ms * 1e-3)
             print(
                 f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
-                f"{us[2]:7.1f} {us[3]:6.1f} {us[8]:5.1f} ({us[9]:4.1f} {us[10]:4.1f}) | "
+                f"{us[2]:7.1f} {us[3]:6.1f} ({us[11]:4.1f}) {us[8]:5.1f} "
+                f"({us[9]:4.1f} {us[10]:4.1f}) | "
                 f"{tot[4]:4.1f} {tot[5]:6.0f} {tot[6]:6.1f} {status}",
                 flush=True,
             )

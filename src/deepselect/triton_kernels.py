@@ -1603,6 +1603,7 @@ def deepselect_rows_kernel(
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
     p_fin = tl.zeros([], tl.int64)  # final compaction + output
     p_pre = tl.zeros([], tl.int64)  # SAMPLE_PRE: the sample's bound from registers
+    p_last = tl.zeros([], tl.int64)  # the final compaction alone (block-synchronous loop)
     n_comp = tl.zeros([], tl.int64)
     n_hits = tl.zeros([], tl.int64)
     n_hitblk = tl.zeros([], tl.int64)
@@ -1817,6 +1818,8 @@ def deepselect_rows_kernel(
                         wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
                         USE_ASM, CAP, CH, NP, REG_SEARCH,
                     )  # fmt: skip
+                    if PROFILE:
+                        p_last += _clock(count) - t2
                 # fewer than k at or above the sample's bound: again without it
                 go = ((sample_n > 0) & (count < tl.minimum(k, hi - lo))).to(tl.int32)
                 sample_n = sample_n * 0
@@ -1859,5 +1862,5 @@ def deepselect_rows_kernel(
         prof += tl.where(j == 2, p_comp, 0) + tl.where(j == 3, p_fin, 0)
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
-        prof += tl.where(j == 8, p_pre, 0)
-        tl.store(prof_ptr + pid * 16 + j, prof, mask=j < 9)  # 9, 10: _sample_bound's adds
+        prof += tl.where(j == 8, p_pre, 0) + tl.where(j == 11, p_last, 0)
+        tl.store(prof_ptr + pid * 16 + j, prof, mask=(j < 9) | (j == 11))  # 9, 10: _sample_bound's
