@@ -62,6 +62,8 @@ def compile_rows_kernel(
         cfg = occupancy_variant(cfg, programs, reg_search=True)  # as a crowded launch
     if every > 1:
         cfg = check_variant(cfg, k, every)
+        if programs is not None:  # as stream_config launches crowded rows checked every 2nd
+            cfg = dataclasses.replace(cfg, sample_pre=False)
     if other_search:
         cfg = other_search_of(cfg)
     if novec:

@@ -79,7 +79,10 @@ def test_short_path_builds_with_k_one():
 
 
 def test_crowded_stream_launch_builds_at_its_cap():
-    """A crowded launch (stream_config: three programs per SM) of the sampler's shape,
-    fp32 sorted, assembles within its 80-register cap."""
-    (line,) = compile_check("--dtype", "fp32", "--order", "value", "--programs", "3")
+    """A crowded launch of the sampler's shape as stream_config makes it (three
+    programs per SM, a check every second block, the first compaction's bound), fp32
+    sorted, assembles within its 80-register cap."""
+    (line,) = compile_check(
+        "--dtype", "fp32", "--order", "value", "--programs", "3", "--every", "2"
+    )  # fmt: skip
     assert int(re.search(r"regs=(\d+)", line).group(1)) <= 80, line

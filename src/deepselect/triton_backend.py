@@ -305,7 +305,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
     uncrowded, 256 rows, it was 27% slower, so only crowded launches take it. That
     launch takes its sample's bound from the first compaction (``sample_pre`` off:
-    1.18 against 1.36 ms from registers), and it is taken whenever rows are crowded
+    1.189 against 1.198 ms with the bound from registers; 1.18 against 1.36 with the
+    earlier form that also placed the sample), and it is taken whenever rows are crowded
     (512 x 129,280: 0.224 against 0.236 ms at two per SM). Other crowded launches
     are taken only where the third program per SM saves a wave of rows (ceil(rows /
     3 SMs) < ceil(rows / 2 SMs)): a crowded program is slower, and where both cover
