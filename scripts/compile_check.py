@@ -5,6 +5,7 @@ pressure before any GPU time is spent.
     python scripts/compile_check.py [--dtype bf16|fp16|fp32] [--k 512] [--ptx out.ptx]
     python scripts/compile_check.py --short 4096x8192 --dtype bf16 --order none --paged
     python scripts/compile_check.py --short 4096x4096 --variant radix,old --sass-stats
+    python scripts/compile_check.py --stream 4096x129280 --dtype fp32 --order value
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from deepselect.triton_backend import (
     kernel_constants,
     launch_config,
     occupancy_variant,
+    stream_launch,
 )
 from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+H200_SMS = 132
 
 
 def compile_rows_kernel(
@@ -56,14 +59,15 @@ def compile_rows_kernel(
     search_tol=0,
     radix=False,
     overrides=None,
+    stream=None,
 ):
     cfg = launch_config(dtype, k)
+    if stream is not None:  # (rows, n): the launch run_triton takes on an H200
+        cfg = stream_launch(dtype, k, *stream, H200_SMS)
     if programs is not None:
         cfg = occupancy_variant(cfg, programs, reg_search=True)  # as a crowded launch
     if every > 1:
         cfg = check_variant(cfg, k, every)
-        if programs is not None:  # as stream_config launches crowded rows checked every 2nd
-            cfg = dataclasses.replace(cfg, sample_pre=False)
     if other_search:
         cfg = other_search_of(cfg)
     if novec:
@@ -273,6 +277,12 @@ def main() -> None:
         help="the short/split path's launches for this shape instead (e.g. 4096x8192)",
     )
     p.add_argument(
+        "--stream",
+        default=None,
+        metavar="ROWSxN",
+        help="the streaming launch run_triton takes for this shape on an H200 (132 SMs)",
+    )
+    p.add_argument(
         "--variant",
         default="radix",
         help="with --short: pivot searches, radix / radixB / old, each @CAP: a register cap",
@@ -286,6 +296,7 @@ def main() -> None:
     except ValueError as e:
         p.error(str(e))
     dtypes = list(DT) if a.dtype == "all" else [a.dtype]
+    stream = tuple(int(v) for v in a.stream.lower().split("x")) if a.stream else None
     if a.short:
         rows, n = (int(v) for v in a.short.lower().split("x"))
         for d in dtypes:
@@ -326,6 +337,7 @@ def main() -> None:
                     search_tol=a.search_tol,
                     radix=a.radix,
                     overrides=overrides,
+                    stream=stream,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -326,6 +326,24 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     return cfg
 
 
+def stream_launch(
+    dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int, config: LaunchConfig | None = None
+) -> LaunchConfig:
+    """The streaming kernel's launch as :func:`run_triton` takes it: ``config`` or
+    :func:`stream_config`'s, with rows of ``w32_from`` blocks or more streamed by
+    independent warps (by default their searches exact, by bisection: the trisection
+    was timed on block-synchronous rows only)."""
+    cfg = config or stream_config(dtype, k, rows, n, sm_count)
+    if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
+        cfg = dataclasses.replace(
+            cfg,
+            w32=True,
+            search_tol=cfg.search_tol if config else 0,
+            tri_search=cfg.tri_search if config else False,
+        )
+    return cfg
+
+
 def other_search(cfg: LaunchConfig) -> LaunchConfig:
     """``cfg`` with the other compaction key search, where it fits (for A/B timing)."""
     if not cfg.reg_search and cfg.CAP > 8192:  # 16384 keys would not fit in registers
@@ -510,16 +528,7 @@ def run_triton(
         for buf, tmp in staged:
             buf.copy_(tmp)
         return
-    cfg = config or stream_config(x.dtype, k, rows, n, sm)
-    if cfg.w32_from is not None and not cfg.w32 and n >= cfg.w32_from * cfg.B:
-        # long rows: warps stream independently (by default their searches exact, by
-        # bisection: the trisection was timed on block-synchronous rows only)
-        cfg = dataclasses.replace(
-            cfg,
-            w32=True,
-            search_tol=cfg.search_tol if config else 0,
-            tri_search=cfg.tri_search if config else False,
-        )
+    cfg = stream_launch(x.dtype, k, rows, n, sm, config)
     _check_buffer(cfg)
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
     raw = x.view(_RAW[x.dtype])
