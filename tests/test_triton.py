@@ -81,8 +81,8 @@ def run_small(
     cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
-    cfg = dataclasses.replace(cfg, burst=burst)  # a block of k new candidates compacts
-    cfg = dataclasses.replace(cfg, sample_tol=sample_tol)  # the bound's search stops early
+    # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
+    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 

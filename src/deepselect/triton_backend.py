@@ -181,7 +181,7 @@ fp32 block-synchronous kernel spills 60 bytes with them, 24 without; the warp-pr
 loop none either way). With Triton 3.9 they add spills where the kernel had none
 (24-36 bytes, outside the stream loop); untimed there, they stay off, and so does
 ``tri_search`` for 32-bit keys, which was timed on 3.6 only and needs ``reg_ties``,
-and ``sample_pre`` (timed on 3.6; 4-68 bytes of spill on 3.9, outside the loop)."""
+and ``sample_pre`` (timed on 3.6; on 3.9 its prologue adds 4-60 bytes of spill)."""
 
 
 def _measured_triton() -> bool:
@@ -252,7 +252,7 @@ def kernel_constants(
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,
         BURST=cfg.burst and cfg.samples_in_registers,
-        SAMPLE_TOL=cfg.sample_tol,
+        SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

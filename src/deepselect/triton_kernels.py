@@ -1658,7 +1658,6 @@ def deepselect_rows_kernel(
                 count = row * 0
                 tk = (row * 0).to(tl.uint32)
                 ti = row * 0 + 0x7FFFFFFF
-                i0 = row * 0  # the stream starts at block i0 of the order
                 if PRESET:
                     tk = tl.load(preset_ptr + row).to(tl.uint32)
                 # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
@@ -1667,7 +1666,7 @@ def deepselect_rows_kernel(
                 # BURST (a sampled row, its bound from registers): a check that finds k
                 # new candidates or more compacts at once
                 burst_at = sample_n * 0 + 0x3FFFFFFF
-                if BURST and SAMPLE_PRE:
+                if BURST:  # only with SAMPLE_PRE (kernel_constants)
                     burst_at = tl.where(sample_n > 0, k, burst_at)
                 if SAMPLE_PRE:
                     if sample_n > 0:
@@ -1680,29 +1679,27 @@ def deepselect_rows_kernel(
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
-                ja = _block_at(i0, m, a, c, p)
-                jb = _block_at(i0 + 1, m, a, c, p)
-                jc = _block_at(i0 + 2, m, a, c, p)
-                # PTX path: each lane's copy of its warp's count; portable: the regions'
-                # counts (count candidates dealt round-robin, as a compaction leaves them)
-                wcnt = _dealt(count, warp)
-                rc = _dealt(count, tl.arange(0, NREG))
+                ja = _block_at(m * 0, m, a, c, p)
+                jb = _block_at(m * 0 + 1, m, a, c, p)
+                jc = _block_at(m * 0 + 2, m, a, c, p)
+                wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
+                rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
                 if W32:  # warp-private loop state (see _tid32): warps stream independently
                     # Each warp filters its share of every block at its own pace and polls the
                     # sync state before each block; the warps meet (_meet) only when one asks
                     # for a compaction (its region nearly full) and once all are done. Two
                     # word sets alternate (the loop is unrolled twice), each reloaded right
                     # after its filter, so no copy waits for a pending load.
-                    wc32 = zero32 + _dealt(count, warp32)
-                    i = i0  # blocks of the order this warp has filtered (or skipped)
+                    wc32 = zero32
+                    i = row * 0  # blocks this warp has filtered
                     acc = zero32  # profiling counters (see _warp_step)
-                    _set_sync(zero32 + (nblk <= i0).to(tl.int32), 1)
+                    _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
                     a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                        xw_row, ja, first, woff32, lo, hi, nblk, i0 < nblk, B, KEY_BITS
+                        xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
                     )
                     b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                        xw_row, jb, first, woff32, lo, hi, nblk, i0 + 1 < nblk, B, KEY_BITS
+                        xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
                     )
                     jl = jc  # the next block to load
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
@@ -1742,19 +1739,19 @@ def deepselect_rows_kernel(
                     # waits for it, so a longer rotation holds no more loads in flight) or three
                     if USE_ASM and VEC:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
-                            xw_row, (ja + first) * B, lo, hi, i0 < nblk, B, KEY_BITS
+                            xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
                         )
                     if USE_ASM and not VEC:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                            xw_row, (ja + first) * B, lo, hi, i0 < nblk, KEY_BITS
+                            xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
                         )
                         b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                            xw_row, (jb + first) * B, lo, hi, i0 + 1 < nblk, KEY_BITS
+                            xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
                         )
                         c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                            xw_row, (jc + first) * B, lo, hi, i0 + 2 < nblk, KEY_BITS
+                            xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
                         )
-                    for i in range(i0, nblk):
+                    for i in range(0, nblk):
                         blk_start = (ja + first) * B
                         jd = _next_block(jc, ja, i + 3, a, mm, nblk, p)
                         if PROFILE:
