@@ -6,8 +6,13 @@ programs still fit per SM), the mean per row of: the whole row, filtering (load 
 the compare, placing hits, the per-block count), compactions inside the stream, the
 final compaction + output (last: the compaction alone, block-synchronous loop), the
 sample's bound taken in registers (pre: the prologue of `sample_pre`, and its
-phases: the loads with the keys' range, the key search); and compactions, hits and
-blocks with hits per row.
+phases: the loads with the keys' range, the key search), the rest (other: the row's
+set-up, the per-block compaction checks, the first loads' wait); the compactions'
+own phases (key: the pivot key's search, cens: the census at it, ties: the tied
+indices' search, copy: the survivors' placement; every compaction of the row, the
+final one included); and compactions, hits and blocks with hits per row.
+Variants: the mode's own, or kernel_table.py's --variant parts joined with '+' on the
+block-synchronous default (``radix``, ``stol2+preset``).
 ``preset`` starts every row at its true k-th key: the stream with a perfect
 threshold, no rising and (almost) no compaction. With independent warps (``w32*``) the
 phases are warp 0's: filter = its compares and hit path (not its load waits), compact =
@@ -26,7 +31,7 @@ import functools
 import subprocess
 
 import torch
-from kernel_table import DT, check, copies_for, draw, only_cases, time_ms
+from kernel_table import DT, apply_variant, check, copies_for, draw, only_cases, time_ms
 
 from deepselect import bench
 from deepselect.keys import to_keys
@@ -90,12 +95,27 @@ def variants(dtype, k, quick=False):
             out["exact"] = (dataclasses.replace(base, search_tol=0), False)
         return out
     out = {"default": (base, False), "other": (other_search(base), False)}
+    out["preset"] = (base, True)
     out.update(crowded=(crowded, False), crowdedpre=(crowded, True))
     big = 2 * base.CAP
     out["cap2x"] = (dataclasses.replace(base, CAP=big, B2=big - k - base.B), False)
-    out["preset"] = (base, True)
     out["check2"] = (check_variant(base, k, 2), False)
     return out
+
+
+def composed(name, dtype, k):
+    """A variant named by kernel_table.py's --variant parts joined with '+' on the
+    block-synchronous default (``radix+preset``: with the preset key), or None where a
+    part is unknown."""
+    cfg = dataclasses.replace(launch_config(dtype, k), w32_from=None)
+    parts = name.split("+")
+    try:
+        for part in parts:
+            if part != "preset":
+                cfg = apply_variant(cfg, part, k)
+    except ValueError:
+        return None
+    return cfg, "preset" in parts
 
 
 def call(x, k, opt, cfg, kth=None, prof=None):
@@ -128,13 +148,15 @@ def main() -> None:
         known = set(variants(torch.bfloat16, 512, a.quick)) | set(
             variants(torch.float32, 512, a.quick)
         )
+        known |= {w for w in wanted if composed(w, torch.float32, 512) is not None}
         if wanted - known:
             p.error(f"--variants: unknown {sorted(wanted - known)}; known {sorted(known)}")
     mhz = sm_mhz()
     print(f"SM clock {mhz:.0f} MHz; per-row means in us")
     hdr = (
         f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
-        f"{'compact':>7s} {'final':>6s} ({'last':>4s}) {'pre':>5s} ({'load':>4s} {'srch':>4s}) | "
+        f"{'compact':>7s} {'final':>6s} ({'last':>4s}) {'pre':>5s} ({'load':>4s} {'srch':>4s}) "
+        f"{'other':>5s} | {'key':>4s} {'cens':>4s} {'ties':>4s} {'copy':>4s} | "
         f"{'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
@@ -156,7 +178,9 @@ def main() -> None:
         kth = {id(x): to_keys(torch.topk(x, k, dim=1).values[:, -1:]).view(-1) for x in inputs}
         kth = {key: q.to(torch.int32) for key, q in kth.items()}
         shape = f"{dts} {rows}x{n} k={k} {order}" + ("" if a.dist == "normal" else f" {a.dist}")
-        for name, (cfg, use_preset) in variants(dtype, k, a.quick).items():
+        cases = variants(dtype, k, a.quick)
+        cases.update({w: composed(w, dtype, k) for w in (wanted or ()) if w not in cases})
+        for name, (cfg, use_preset) in cases.items():
             if name == "other" and cfg == launch_config(dtype, k):
                 continue
             if wanted and name not in wanted:
@@ -173,11 +197,13 @@ def main() -> None:
             call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
             tot = prof.sum(dim=0).double() / rows
             us = tot / mhz  # cycles -> us at the maximum SM clock
+            other = us[0] - us[1] - us[2] - us[3] - us[8]  # row set-up, checks, load waits
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), ms * 1e-3)
             print(
                 f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
                 f"{us[2]:7.1f} {us[3]:6.1f} ({us[11]:4.1f}) {us[8]:5.1f} "
-                f"({us[9]:4.1f} {us[10]:4.1f}) | "
+                f"({us[9]:4.1f} {us[10]:4.1f}) {other:5.1f} | "
+                f"{us[12]:4.1f} {us[13]:4.1f} {us[14]:4.1f} {us[15]:4.1f} | "
                 f"{tot[4]:4.1f} {tot[5]:6.0f} {tot[6]:6.1f} {status}",
                 flush=True,
             )

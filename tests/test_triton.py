@@ -68,6 +68,7 @@ def run_small(
     pre=None,
     burst=False,
     sample_tol=0,
+    ties_held=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -82,7 +83,7 @@ def run_small(
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
-    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
+    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol, ties_held=ties_held)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -116,6 +117,23 @@ def test_register_key_search(kind, search, dtype):
     check_small(x, 40, reg_search=True, **how, sample=False)
     if search != "radix":
         check_small(x, 40, reg_search=True, **how, search_tol=3)
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "staircase", "signed_zeros"])
+@pytest.mark.parametrize("n", [700, 5000])
+def test_tied_index_over_filled_slots(kind, n):
+    """LaunchConfig.ties_held: the tied indices' search holds only the slots that the
+    fullest region fills (a quarter, a half or all of them; rows of 700 fill at most a
+    quarter of each region, rows of 5000 more); the same answer, with windows, both
+    directions, with and without the sample, bisection and trisection."""
+    x = make(kind, 3, n, torch.bfloat16, DEV, seed=31)
+    begin, end = torch.tensor([0, 100, n // 2]), torch.tensor([n, n - 50, n // 2 + 90])
+    for kw in (dict(), dict(sample=False), dict(tri=True), dict(pre=True)):
+        check_small(x, 40, reg_search=True, ties_held=True, **kw)
+        check_small(
+            x, 40, reg_search=True, ties_held=True, largest=False, order=Order.VALUE,
+            begin=begin, end=end, **kw,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])

@@ -122,6 +122,11 @@ class LaunchConfig:
        key than may survive finds the exact index bound by a bisection over the tied
        indices held in registers; False: the chunked passes over the buffer. Taken
        by :func:`launch_config` like ``one_barrier``.
+    ties_held: with ``reg_ties``, the tied indices' search holds only as many slots of
+       each region as the fullest region fills (a quarter, a half or all of them, as
+       the key search does), where it held all ``CAP`` (the final compaction of a bf16
+       row usually has ties at its pivot key and about a quarter of the slots
+       filled). Off: untimed.
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -160,6 +165,7 @@ class LaunchConfig:
     single: bool = True
     one_barrier: bool = True
     reg_ties: bool = True
+    ties_held: bool = False
     radix_search: bool = False
     tri_search: bool = False
 
@@ -244,6 +250,7 @@ def kernel_constants(
             if cfg.reg_search
             else 0
         ),
+        TIES_HELD=cfg.ties_held,
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

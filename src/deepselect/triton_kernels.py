@@ -1004,12 +1004,13 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr):
 
 
 @triton.jit
-def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr):
+def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr, W: tl.constexpr):
     """The ``need``-th lowest index among the candidates whose key is ``pk`` (their
-    indices span ``[ilo, ihi]``): the indices held in registers (-1 for the others)
-    and a bisection over the index range, a compare and a sum a step, where the
-    passes of :func:`_kth_largest` reread the buffer from L2 every pass."""
-    slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, CAP // NREG)
+    indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region): the
+    indices held in registers (-1 for the others) and a bisection over the index
+    range, a compare and a sum a step, where the passes of :func:`_kth_largest`
+    reread the buffer from L2 every pass."""
+    slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, W)
     tied = m_all & (keys == pk)
     idx = tl.load(src_i + slots, mask=tied, other=-1)
     return _lowest_index(idx, ilo, ihi, need)
@@ -1083,6 +1084,9 @@ def _compact(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
+    TIES_HELD: tl.constexpr,
+    prof,
+    PROFILE: tl.constexpr,
 ):
     """Keep the best of the ``total`` candidates (regions of ``src``, counts at
     ``cnt_ptr``) in ``dst`` and return the new threshold (key, index) and count.
@@ -1100,7 +1104,9 @@ def _compact(
     otherwise exactly the lowest-index ones needed (a second search, over the tied
     indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything.
     ``tol > 0`` (at most ``slack``; REG_SEARCH): the bisection may stop at a key P
-    with between kk and kk + tol candidates at or above it, all of which survive."""
+    with between kk and kk + tol candidates at or above it, all of which survive.
+    PROFILE: the cycles of the key search, the census, the tied-index search and
+    the survivors' placement added to ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
     offs = tl.arange(0, CH)
@@ -1110,6 +1116,8 @@ def _compact(
     nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
     pk = lo_key * 0
     pi = total * 0 + 0x7FFFFFFF
+    if PROFILE:
+        q = _clock(total)
     if total > kk:
         if REG_SEARCH:
             # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key.
@@ -1133,6 +1141,10 @@ def _compact(
             pk = _kth_largest(
                 src_k, src_i, addr0, col, cnt_l, nch, kk, lo_key, hi, lo_key, False, CH, NP
             )
+        if PROFILE:
+            q1 = _clock(pk)
+            tl.atomic_add(prof + 12, q1 - q)
+            q = q1
         # census at the pivot key
         n_gt = tl.zeros([CH], tl.int32)
         n_eq = tl.zeros([CH], tl.int32)
@@ -1151,9 +1163,22 @@ def _compact(
         eqn = tl.sum(n_eq, axis=0)
         ilo = tl.min(imin, axis=0)
         pi = tl.max(imax, axis=0)
+        if PROFILE:
+            q1 = _clock(gt + eqn + ilo + pi)
+            tl.atomic_add(prof + 13, q1 - q)
+            q = q1
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
-                pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP)
+                if TIES_HELD:  # only as many slots of each region as the fullest fills
+                    fullest = tl.max(cnt_l, axis=0)
+                    if fullest <= S // 4:
+                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 4)
+                    elif fullest <= S // 2:
+                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 2)
+                    else:
+                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S)
+                else:
+                    pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S)
             else:
                 pi = _kth_largest(
                     src_k,
@@ -1170,6 +1195,10 @@ def _compact(
                     CH,
                     NP,
                 ).to(tl.int32)
+        if PROFILE:
+            q1 = _clock(pi)
+            tl.atomic_add(prof + 14, q1 - q)
+            q = q1
     # survivors to the other half, dealt round-robin over its regions
     base = total * 0
     for j in range(0, nch):
@@ -1183,6 +1212,8 @@ def _compact(
         tl.store(dst_k + dst, ck.to(tl.int32, bitcast=True), mask=surv)
         tl.store(dst_i + dst, ci, mask=surv)
         base += tl.sum(s, axis=0)
+    if PROFILE:
+        tl.atomic_add(prof + 15, _clock(base) - q)
     return pk, pi, base
 
 
@@ -1214,6 +1245,7 @@ def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
 def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
+    TIES_HELD: tl.constexpr,
     SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
@@ -1233,6 +1265,7 @@ def _meet(
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
         total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
+        TIES_HELD, cnt_ptr, False,
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
@@ -1356,8 +1389,8 @@ def _warp_step(
     wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
     acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, AHEAD: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr,
+    AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
@@ -1407,7 +1440,7 @@ def _warp_step(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, SAMPLE_Z, SEARCH_TOL,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, TIES_HELD, SAMPLE_Z, SEARCH_TOL,
         )  # fmt: skip
         wc32 = _dealt(count, warp32)
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1431,7 +1464,7 @@ def _acc(acc, filt, meet, meets, hits, hit_blocks):
 def _publish_and_compact(
     wcnt, rc, count, cur, kk, slack, tk, tol, scr_k, scr_i, cnt_ptr,
     USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr,
+    REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """Publish the regions' counts (each warp's, or the portable path's ``rc``) and
     compact half ``cur`` into the other (see :func:`_compact`)."""
@@ -1444,17 +1477,17 @@ def _publish_and_compact(
     tl.debug_barrier()
     return _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH,
+        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof, PROFILE,
     )  # fmt: skip
 
 
 @triton.jit
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n, burst_at,
-    parity, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, CHECK_EVERY: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
-    ONE_BARRIER: tl.constexpr,
+    parity, prof, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr,
+    CHECK_EVERY: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    SEARCH_TOL: tl.constexpr, ONE_BARRIER: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
@@ -1494,7 +1527,7 @@ def _check(
         tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
-            USE_ASM, CAP, CH, NP, REG_SEARCH,
+            USE_ASM, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof, PROFILE,
         )  # fmt: skip
         cur = CAP - cur
         wcnt = _dealt(count, warp)
@@ -1550,6 +1583,7 @@ def deepselect_rows_kernel(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
+    TIES_HELD: tl.constexpr,
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
@@ -1587,6 +1621,7 @@ def deepselect_rows_kernel(
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
     cnt_ptr = cand_cnt_ptr + pid * NREG
+    prof_row = prof_ptr + pid * 16  # PROFILE: this program's counters
     t256 = tl.arange(0, 256)
     warp = t256 // 32
     PER_WORD: tl.constexpr = 32 // KEY_BITS
@@ -1675,7 +1710,7 @@ def deepselect_rows_kernel(
                         tk = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z, SAMPLE_TOL,
-                            prof_ptr + pid * 16, PROFILE,
+                            prof_row, PROFILE,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
@@ -1712,8 +1747,8 @@ def deepselect_rows_kernel(
                             a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
-                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, AHEAD,
-                            PROFILE, SAMPLE_Z, SEARCH_TOL,
+                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
+                            TIES_HELD, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
@@ -1722,7 +1757,7 @@ def deepselect_rows_kernel(
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
                                 cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
                                 KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
-                                REG_SEARCH, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                REG_SEARCH, TIES_HELD, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1790,8 +1825,9 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                loop_n, burst_at, i & 1, USE_ASM, B, CAP, CH, NP, REG_SEARCH,
-                                CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL, ONE_BARRIER,
+                                loop_n, burst_at, i & 1, prof_row, USE_ASM, B, CAP, CH, NP,
+                                REG_SEARCH, TIES_HELD, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -1800,9 +1836,9 @@ def deepselect_rows_kernel(
                                 parity = ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    loop_n, burst_at, parity, USE_ASM, B, CAP, CH, NP,
-                                    REG_SEARCH, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
-                                    ONE_BARRIER,
+                                    loop_n, burst_at, parity, prof_row, USE_ASM, B, CAP, CH, NP,
+                                    REG_SEARCH, TIES_HELD, CHECK_EVERY, PROFILE, SAMPLE_Z,
+                                    SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
                             p_comp += pc
@@ -1813,7 +1849,7 @@ def deepselect_rows_kernel(
                         t2 = _clock(count)
                     tk, ti, count = _publish_and_compact(
                         wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
-                        USE_ASM, CAP, CH, NP, REG_SEARCH,
+                        USE_ASM, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof_row, PROFILE,
                     )  # fmt: skip
                     if PROFILE:
                         p_last += _clock(count) - t2
@@ -1860,4 +1896,4 @@ def deepselect_rows_kernel(
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
         prof += tl.where(j == 8, p_pre, 0) + tl.where(j == 11, p_last, 0)
-        tl.store(prof_ptr + pid * 16 + j, prof, mask=(j < 9) | (j == 11))  # 9, 10: _sample_bound's
+        tl.store(prof_row + j, prof, mask=(j < 9) | (j == 11))  # 9, 10, 12+: atomics
