@@ -68,7 +68,8 @@ def run_small(
     pre=None,
     burst=False,
     sample_tol=0,
-    ties_held=False,
+    ties_held=None,
+    lean_final=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -83,7 +84,12 @@ def run_small(
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
-    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol, ties_held=ties_held)
+    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
+    # the tie search over the filled slots; the final compaction's census from its search
+    if ties_held is not None:
+        cfg = dataclasses.replace(cfg, ties_held=ties_held)
+    if lean_final is not None:
+        cfg = dataclasses.replace(cfg, lean_final=lean_final)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -121,18 +127,23 @@ def test_register_key_search(kind, search, dtype):
 
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "staircase", "signed_zeros"])
 @pytest.mark.parametrize("n", [700, 5000])
-def test_tied_index_over_filled_slots(kind, n):
+@pytest.mark.parametrize(
+    "lean", [dict(ties_held=False), dict(lean_final=True, ties_held=False), dict(lean_final=True)]
+)
+def test_lean_compaction(kind, n, lean):
     """LaunchConfig.ties_held: the tied indices' search holds only the slots that the
     fullest region fills (a quarter, a half or all of them; rows of 700 fill at most a
-    quarter of each region, rows of 5000 more); the same answer, with windows, both
-    directions, with and without the sample, bisection and trisection."""
+    quarter of each region, rows of 5000 more). LaunchConfig.lean_final: the final
+    compaction's counts from its key search, no census, every tie kept where they fit,
+    the tied indices' range from the tie search's registers. The same answer, with
+    windows, both directions, with and without the sample, bisection and trisection."""
     x = make(kind, 3, n, torch.bfloat16, DEV, seed=31)
     begin, end = torch.tensor([0, 100, n // 2]), torch.tensor([n, n - 50, n // 2 + 90])
     for kw in (dict(), dict(sample=False), dict(tri=True), dict(pre=True)):
-        check_small(x, 40, reg_search=True, ties_held=True, **kw)
+        check_small(x, 40, reg_search=True, **lean, **kw)
         check_small(
-            x, 40, reg_search=True, ties_held=True, largest=False, order=Order.VALUE,
-            begin=begin, end=end, **kw,
+            x, 40, reg_search=True, largest=False, order=Order.VALUE, begin=begin, end=end,
+            **lean, **kw,
         )  # fmt: skip
 
 

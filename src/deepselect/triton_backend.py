@@ -127,6 +127,11 @@ class LaunchConfig:
        the key search does), where it held all ``CAP`` (the final compaction of a bf16
        row usually has ties at its pivot key and about a quarter of the slots
        filled). Off: untimed.
+    lean_final: with ``reg_search`` and ``reg_ties`` (a bisection or trisection key
+       search), the final compaction takes the counts above and at its pivot key from
+       the search's steps, without the census pass over the buffer, and keeps every
+       tied candidate where they fit (the threshold's index is not needed past the last
+       block). Off: untimed.
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -166,6 +171,7 @@ class LaunchConfig:
     one_barrier: bool = True
     reg_ties: bool = True
     ties_held: bool = False
+    lean_final: bool = False
     radix_search: bool = False
     tri_search: bool = False
 
@@ -226,6 +232,11 @@ def kernel_constants(
     (also used by scripts/compile_check.py, so both compile the same kernel)."""
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     fp16 = dtype == torch.float16
+    reg_search = (
+        (3 if cfg.radix_search else 4 if cfg.tri_search else 2 if cfg.reg_ties else 1)
+        if cfg.reg_search
+        else 0
+    )
     return dict(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,
@@ -245,12 +256,10 @@ def kernel_constants(
         KP=cfg.KP,
         CH=cfg.CH,
         NP=cfg.NP,
-        REG_SEARCH=(
-            (3 if cfg.radix_search else 4 if cfg.tri_search else 2 if cfg.reg_ties else 1)
-            if cfg.reg_search
-            else 0
-        ),
-        TIES_HELD=cfg.ties_held,
+        REG_SEARCH=reg_search,
+        # bit 0: ties_held; bit 1: lean_final, where the search counts (bisection or
+        # trisection) and the tied indices are searched in registers
+        LEAN=int(cfg.ties_held) | 2 * int(cfg.lean_final and reg_search in (2, 4)),
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

@@ -953,7 +953,7 @@ def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
 @triton.jit
 def _held_kth(
     src_k, cnt_ptr, lo_key, kk, tol, total, CAP: tl.constexpr, W: tl.constexpr,
-    REG_SEARCH: tl.constexpr,
+    REG_SEARCH: tl.constexpr, TRACK: tl.constexpr,
 ):  # fmt: skip
     """The kk-th largest key of the ``total`` candidates, all in the first ``W`` slots
     of each region and all with keys >= ``lo_key``, held in registers
@@ -962,18 +962,26 @@ def _held_kth(
     bisection, a compare and a sum a step, or, REG_SEARCH == 4, by trisection: two
     pivots a step, both counts in one sum (16 bits each: at most 8192 keys are
     held), so ~20 steps for a 32-bit range where bisection takes 32; ``tol > 0``:
-    it may stop at a key with between kk and kk + tol keys at or above it."""
+    it may stop at a key with between kk and kk + tol keys at or above it. Returns
+    the key and :func:`_search_held`'s counts."""
     _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
-    return _search_held(keys, lo_key, tl.max(keys, axis=0), kk, tol, total, REG_SEARCH)
+    return _search_held(keys, lo_key, tl.max(keys, axis=0), kk, tol, total, REG_SEARCH, TRACK)
 
 
 @triton.jit
-def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr):
+def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: tl.constexpr):
     """The kk-th largest of the register-held ``keys`` (uint32, ``total`` of them
-    valid, the others 0), known to lie in ``[pk, hi]``: the search of
-    :func:`_held_kth` (REG_SEARCH 3: radix select, 4: trisection, else bisection)."""
+    valid, all >= ``pk``, the others 0), known to lie in ``[pk, hi]`` with ``hi`` the
+    largest: the search of :func:`_held_kth` (REG_SEARCH 3: radix select, 4:
+    trisection, else bisection). Returns the key and, TRACK (the bisection or the
+    trisection, ``tol == 0``), the number of keys at or above it and above it (the
+    counts of the steps that moved the range's ends; else placeholders)."""
+    c_ge = total
+    c_gt = total * 0
     if REG_SEARCH == 3:  # empty slots hold key 0, as _radix_select takes invalid elements
         pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 6)  # digits of <= 6 bits
+        c_ge = total * 0 - 1
+        c_gt = c_ge
     elif REG_SEARCH == 4:
         while pk < hi:  # invariant: at least kk candidates have key >= pk
             span = hi - pk
@@ -988,6 +996,9 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr):
             new_pk = tl.where(up, p2, tl.where(mid, p1, pk))
             hi = tl.where(up, hi, tl.where(mid, p2 - 1, p1 - 1))
             pk = new_pk
+            if TRACK:
+                c_gt = tl.where(up, c_gt, tl.where(mid, c2, c1))  # the keys >= hi + 1
+                c_ge = tl.where(up | mid, c, c_ge)  # the keys >= pk
             if (tol > 0) & (up | mid) & (c <= kk + tol):  # close enough: done
                 hi = pk
     else:
@@ -996,23 +1007,58 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr):
             c = tl.sum((keys >= mid).to(tl.int32), axis=0)
             if c >= kk:
                 pk = mid
+                if TRACK:
+                    c_ge = c
                 if (tol > 0) & (c <= kk + tol):  # close enough: done
                     hi = mid
             else:
                 hi = mid - 1
-    return pk
+                if TRACK:
+                    c_gt = c
+    return pk, c_ge, c_gt
 
 
 @triton.jit
-def _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr, W: tl.constexpr):
+def _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH: tl.constexpr):
+    """A pass over the candidates (chunks of :func:`_compact`'s walk): how many have
+    a key above ``pk`` and equal to it, and the lowest and highest tied index."""
+    CHR: tl.constexpr = CH // NREG
+    n_gt = tl.zeros([CH], tl.int32)
+    n_eq = tl.zeros([CH], tl.int32)
+    imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
+    imax = tl.full([CH], -1, tl.int32)
+    for j in range(0, nch):
+        m = j * CHR + col < cnt_l
+        ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+        ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
+        eq = m & (ck == pk)
+        n_gt += (m & (ck > pk)).to(tl.int32)
+        n_eq += eq.to(tl.int32)
+        imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
+        imax = tl.maximum(imax, tl.where(eq, ci, -1))
+    gt = tl.sum(n_gt, axis=0)
+    eqn = tl.sum(n_eq, axis=0)
+    return gt, eqn, tl.min(imin, axis=0), tl.max(imax, axis=0)
+
+
+@triton.jit
+def _tied_index(
+    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr, W: tl.constexpr,
+    RANGE: tl.constexpr,
+):  # fmt: skip
     """The ``need``-th lowest index among the candidates whose key is ``pk`` (their
-    indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region): the
-    indices held in registers (-1 for the others) and a bisection over the index
-    range, a compare and a sum a step, where the passes of :func:`_kth_largest`
-    reread the buffer from L2 every pass."""
+    indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region; RANGE
+    and ``ilo < 0``: not known, taken from the held indices): the indices held in registers (-1
+    for the others) and a bisection over the index range, a compare and a sum a
+    step, where the passes of :func:`_kth_largest` reread the buffer from L2 every
+    pass."""
     slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, W)
     tied = m_all & (keys == pk)
     idx = tl.load(src_i + slots, mask=tied, other=-1)
+    if RANGE:
+        if ilo < 0:
+            ilo = tl.min(tl.where(tied, idx, 0x7FFFFFFF), axis=0)
+            ihi = tl.max(idx, axis=0)
     return _lowest_index(idx, ilo, ihi, need)
 
 
@@ -1061,7 +1107,7 @@ def _sample_bound(
     tol = kk * 0
     if SAMPLE_TOL > 0:
         tol = kk >> SAMPLE_TOL
-    pk = _search_held(keys, k_lo, k_hi, kk, tol, CAP, REG_SEARCH)
+    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, CAP, REG_SEARCH, False)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
@@ -1084,7 +1130,7 @@ def _compact(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
-    TIES_HELD: tl.constexpr,
+    LEAN: tl.constexpr,
     prof,
     PROFILE: tl.constexpr,
 ):
@@ -1116,6 +1162,8 @@ def _compact(
     nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
     pk = lo_key * 0
     pi = total * 0 + 0x7FFFFFFF
+    c_ge = total  # LEAN & 2: the search's counts at and above pk
+    c_gt = total * 0
     if PROFILE:
         q = _clock(total)
     if total > kk:
@@ -1126,11 +1174,17 @@ def _compact(
             # compare-and-sum costs per slot held
             fullest = tl.max(cnt_l, axis=0)
             if fullest <= S // 4:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH)
+                pk, c_ge, c_gt = _held_kth(
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH, LEAN >= 2
+                )
             elif fullest <= S // 2:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH)
+                pk, c_ge, c_gt = _held_kth(
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH, LEAN >= 2
+                )
             else:
-                pk = _held_kth(src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH)
+                pk, c_ge, c_gt = _held_kth(
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH, LEAN >= 2
+                )
         else:
             vmax = tl.zeros([CH], tl.uint32)
             for j in range(0, nch):
@@ -1145,40 +1199,42 @@ def _compact(
             q1 = _clock(pk)
             tl.atomic_add(prof + 12, q1 - q)
             q = q1
-        # census at the pivot key
-        n_gt = tl.zeros([CH], tl.int32)
-        n_eq = tl.zeros([CH], tl.int32)
-        imin = tl.full([CH], 0x7FFFFFFF, tl.int32)
-        imax = tl.full([CH], -1, tl.int32)
-        for j in range(0, nch):
-            m = j * CHR + col < cnt_l
-            ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
-            ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
-            eq = m & (ck == pk)
-            n_gt += (m & (ck > pk)).to(tl.int32)
-            n_eq += eq.to(tl.int32)
-            imin = tl.minimum(imin, tl.where(eq, ci, 0x7FFFFFFF))
-            imax = tl.maximum(imax, tl.where(eq, ci, -1))
-        gt = tl.sum(n_gt, axis=0)
-        eqn = tl.sum(n_eq, axis=0)
-        ilo = tl.min(imin, axis=0)
-        pi = tl.max(imax, axis=0)
+        # census at the pivot key: the final compaction (slack 0, an exact search)
+        # with LEAN & 2 takes the counts from the search, and keeps every tied
+        # candidate where they fit (no index bound needed past the last block; the
+        # tied indices' range, if needed, from the tie search's registers); else a
+        # pass over the buffer
+        if LEAN >= 2:
+            if slack == 0:
+                gt = c_gt
+                eqn = c_ge - c_gt
+                ilo = total * 0 - 1  # not known
+            else:
+                gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
+        else:
+            gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
         if PROFILE:
             q1 = _clock(gt + eqn + ilo + pi)
             tl.atomic_add(prof + 13, q1 - q)
             q = q1
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
-                if TIES_HELD:  # only as many slots of each region as the fullest fills
+                if LEAN % 2 == 1:  # only as many slots of each region as the fullest fills
                     fullest = tl.max(cnt_l, axis=0)
                     if fullest <= S // 4:
-                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 4)
+                        pi = _tied_index(
+                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 4, LEAN >= 2
+                        )
                     elif fullest <= S // 2:
-                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 2)
+                        pi = _tied_index(
+                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 2, LEAN >= 2
+                        )
                     else:
-                        pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S)
+                        pi = _tied_index(
+                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S, LEAN >= 2
+                        )
                 else:
-                    pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S)
+                    pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S, LEAN >= 2)
             else:
                 pi = _kth_largest(
                     src_k,
@@ -1245,7 +1301,7 @@ def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
 def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
-    TIES_HELD: tl.constexpr,
+    LEAN: tl.constexpr,
     SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
@@ -1265,7 +1321,7 @@ def _meet(
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
         total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
-        TIES_HELD, cnt_ptr, False,
+        LEAN, cnt_ptr, False,
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
@@ -1389,7 +1445,7 @@ def _warp_step(
     wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
     acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
@@ -1440,7 +1496,7 @@ def _warp_step(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, TIES_HELD, SAMPLE_Z, SEARCH_TOL,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, LEAN, SAMPLE_Z, SEARCH_TOL,
         )  # fmt: skip
         wc32 = _dealt(count, warp32)
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1464,7 +1520,7 @@ def _acc(acc, filt, meet, meets, hits, hit_blocks):
 def _publish_and_compact(
     wcnt, rc, count, cur, kk, slack, tk, tol, scr_k, scr_i, cnt_ptr,
     USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr, prof, PROFILE: tl.constexpr,
+    REG_SEARCH: tl.constexpr, LEAN: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """Publish the regions' counts (each warp's, or the portable path's ``rc``) and
     compact half ``cur`` into the other (see :func:`_compact`)."""
@@ -1477,7 +1533,7 @@ def _publish_and_compact(
     tl.debug_barrier()
     return _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof, PROFILE,
+        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH, LEAN, prof, PROFILE,
     )  # fmt: skip
 
 
@@ -1485,7 +1541,7 @@ def _publish_and_compact(
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n, burst_at,
     parity, prof, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, TIES_HELD: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     CHECK_EVERY: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SEARCH_TOL: tl.constexpr, ONE_BARRIER: tl.constexpr,
 ):  # fmt: skip
@@ -1527,7 +1583,7 @@ def _check(
         tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
             wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
-            USE_ASM, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof, PROFILE,
+            USE_ASM, CAP, CH, NP, REG_SEARCH, LEAN, prof, PROFILE,
         )  # fmt: skip
         cur = CAP - cur
         wcnt = _dealt(count, warp)
@@ -1583,7 +1639,7 @@ def deepselect_rows_kernel(
     CH: tl.constexpr,
     NP: tl.constexpr,
     REG_SEARCH: tl.constexpr,
-    TIES_HELD: tl.constexpr,
+    LEAN: tl.constexpr,
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
@@ -1748,7 +1804,7 @@ def deepselect_rows_kernel(
                             lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
                             scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
                             KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                            TIES_HELD, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                            LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                         )  # fmt: skip
                         if fin == 0:
                             (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
@@ -1757,7 +1813,7 @@ def deepselect_rows_kernel(
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
                                 cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
                                 KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
-                                REG_SEARCH, TIES_HELD, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                REG_SEARCH, LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
                             )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -1826,7 +1882,7 @@ def deepselect_rows_kernel(
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                                 loop_n, burst_at, i & 1, prof_row, USE_ASM, B, CAP, CH, NP,
-                                REG_SEARCH, TIES_HELD, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                REG_SEARCH, LEAN, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
                                 ONE_BARRIER,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
@@ -1837,7 +1893,7 @@ def deepselect_rows_kernel(
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
                                     loop_n, burst_at, parity, prof_row, USE_ASM, B, CAP, CH, NP,
-                                    REG_SEARCH, TIES_HELD, CHECK_EVERY, PROFILE, SAMPLE_Z,
+                                    REG_SEARCH, LEAN, CHECK_EVERY, PROFILE, SAMPLE_Z,
                                     SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
@@ -1849,7 +1905,7 @@ def deepselect_rows_kernel(
                         t2 = _clock(count)
                     tk, ti, count = _publish_and_compact(
                         wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
-                        USE_ASM, CAP, CH, NP, REG_SEARCH, TIES_HELD, prof_row, PROFILE,
+                        USE_ASM, CAP, CH, NP, REG_SEARCH, LEAN, prof_row, PROFILE,
                     )  # fmt: skip
                     if PROFILE:
                         p_last += _clock(count) - t2
