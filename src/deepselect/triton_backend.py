@@ -94,7 +94,11 @@ class LaunchConfig:
     sample_tol: with ``sample_pre``, the search for the sample's bound may stop once
        between the rank and rank * (1 + 2^-sample_tol) sampled keys lie at or above
        the key (a lower bound, as valid; fewer search steps: the search was ~8 us of
-       a bf16 row and ~14 us of an fp32 one on an H200). 0: the rank's key. Untimed.
+       a bf16 row and ~14 us of an fp32 one on an H200). 0: the rank's key. Timed on
+       an H200 with 2 (benchmarks/RESULTS.md): fp32 256 x 129,280 sorted 0.098 ->
+       0.091 ms (the search 14.6 -> 6.3 us), ascending rows 0.181 -> 0.172; bf16 256 x
+       64K 2% faster, 4096 x 1M 2% slower (a lower bound, more hits). 2 for 32-bit
+       keys, 0 for 16-bit ones (:func:`launch_config`).
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -126,12 +130,19 @@ class LaunchConfig:
        each region as the fullest region fills (a quarter, a half or all of them, as
        the key search does), where it held all ``CAP`` (the final compaction of a bf16
        row usually has ties at its pivot key and about a quarter of the slots
-       filled). Off: untimed.
+       filled). Timed on an H200 (benchmarks/RESULTS.md), bf16 k = 512: 256 x 64K
+       0.054 -> 0.048 ms, 256 x 1M 0.221 -> 0.214, 4096 x 1M 2.724 -> 2.615 (the tie
+       search of a 64K row 9.2 -> 5.0 us); fp32 sampler rows within 1.3%, no spill
+       added (ptxas, sm_90).
     lean_final: with ``reg_search`` and ``reg_ties`` (a bisection or trisection key
        search), the final compaction takes the counts above and at its pivot key from
        the search's steps, without the census pass over the buffer, and keeps every
        tied candidate where they fit (the threshold's index is not needed past the last
-       block). Off: untimed.
+       block). Timed on an H200 (benchmarks/RESULTS.md): the census 2.8-3.8 -> 0.6 us
+       a row, the tie search ~1 us longer (its index range from registers); fp32
+       129,280 sorted 4096 rows 1.201 -> 1.184 ms, 256 rows 0.092 -> 0.090; bf16 within
+       1% either way, with 24-40 bytes of spill added (ptxas), so 32-bit keys only
+       (:func:`launch_config`).
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -170,7 +181,7 @@ class LaunchConfig:
     single: bool = True
     one_barrier: bool = True
     reg_ties: bool = True
-    ties_held: bool = False
+    ties_held: bool = True
     lean_final: bool = False
     radix_search: bool = False
     tri_search: bool = False
@@ -212,7 +223,8 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     return LaunchConfig(
         B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
         vec=True, search_tol=2 if bits == 32 else 0, one_barrier=measured, reg_ties=measured,
-        tri_search=bits == 32 and measured, sample_pre=measured,
+        tri_search=bits == 32 and measured, sample_pre=measured, sample_tol=2 if bits == 32 else 0,
+        lean_final=bits == 32,
     )  # fmt: skip
 
 
