@@ -7,7 +7,8 @@ the compare, placing hits, the per-block count), compactions inside the stream, 
 final compaction + output (last: the compaction alone, block-synchronous loop), the
 sample's bound taken in registers (pre: the prologue of `sample_pre`, and its
 phases: the loads with the keys' range, the key search), the rest (other: the row's
-set-up, the per-block compaction checks, the first loads' wait); the compactions'
+set-up, the per-block compaction checks, the first loads' wait; chk: the checks, with
+their barrier's wait for the slowest warp, their compactions apart); the compactions'
 own phases (key: the pivot key's search, cens: the census at it, ties: the tied
 indices' search, copy: the survivors' placement; every compaction of the row, the
 final one included); and compactions, hits and blocks with hits per row.
@@ -44,6 +45,7 @@ from deepselect.triton_backend import (
     run_triton,
     stream_config,
 )
+from deepselect.triton_kernels import PROF_SLOTS
 
 SHAPES = [  # dtype, batch, N, k, order
     ("bf16", 4096, 1 << 20, 512, "none"),
@@ -156,7 +158,7 @@ def main() -> None:
     hdr = (
         f"{'shape':28s} {'variant':9s} {'ms':>7s} {'TB/s':>5s} | {'row':>6s} {'filter':>6s} "
         f"{'compact':>7s} {'final':>6s} ({'last':>4s}) {'pre':>5s} ({'load':>4s} {'srch':>4s}) "
-        f"{'other':>5s} | {'key':>4s} {'cens':>4s} {'ties':>4s} {'copy':>4s} | "
+        f"{'other':>5s} ({'chk':>4s}) | {'key':>4s} {'cens':>4s} {'ties':>4s} {'copy':>4s} | "
         f"{'comp':>4s} {'hits':>6s} {'hitblk':>6s} chk"
     )
     print(hdr, flush=True)
@@ -193,7 +195,7 @@ def main() -> None:
             ms = time_ms(fn, inputs, a.repeats)
             pcfg = cfg
             grid = min(rows, cfg.programs_per_sm * _sm_count(0))
-            prof = torch.zeros((grid, 16), dtype=torch.int64, device="cuda")
+            prof = torch.zeros((grid, int(PROF_SLOTS)), dtype=torch.int64, device="cuda")
             call(inputs[0], k, opt, pcfg, kth if use_preset else None, prof)
             tot = prof.sum(dim=0).double() / rows
             us = tot / mhz  # cycles -> us at the maximum SM clock
@@ -202,7 +204,7 @@ def main() -> None:
             print(
                 f"{shape:28s} {name:9s} {ms:7.3f} {tb:5.2f} | {us[0]:6.1f} {us[1]:6.1f} "
                 f"{us[2]:7.1f} {us[3]:6.1f} ({us[11]:4.1f}) {us[8]:5.1f} "
-                f"({us[9]:4.1f} {us[10]:4.1f}) {other:5.1f} | "
+                f"({us[9]:4.1f} {us[10]:4.1f}) {other:5.1f} ({us[16]:4.1f}) | "
                 f"{us[12]:4.1f} {us[13]:4.1f} {us[14]:4.1f} {us[15]:4.1f} | "
                 f"{tot[4]:4.1f} {tot[5]:6.0f} {tot[6]:6.1f} {status}",
                 flush=True,

@@ -508,7 +508,7 @@ def run_triton(
     ``seed`` picks the block order (the result never depends on it); ``grid`` and
     ``config`` override the shape-derived launch (tests use a small B and CAP to
     drive many blocks and compactions through the interpreter). Diagnostics for
-    benchmarks/profile_kernel.py: ``profile`` (int64 ``[grid, 16]``) receives cycles
+    benchmarks/profile_kernel.py: ``profile`` (int64 ``[grid, PROF_SLOTS]``) receives cycles
     per phase; ``preset`` (one selection key per row, at most the row's k-th key)
     starts the threshold there. ``page`` maps the written indices through a page
     table (:class:`PageMap`; contiguous ``[rows, k]`` index buffers, k <= MAX_FAST_K)."""

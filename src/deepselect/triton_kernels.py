@@ -457,6 +457,7 @@ def filter_asm(
 # warp w (PTX) or of the w-th eighth of a block (portable) appends to region w, so no
 # block-wide scan places hits. A block adds at most B // NREG to a region.
 NREG = tl.constexpr(8)
+PROF_SLOTS = tl.constexpr(32)  # PROFILE: counters per program (benchmarks/profile_kernel.py)
 
 
 @triton.jit
@@ -1668,7 +1669,7 @@ def deepselect_rows_kernel(
     indexer top-k).
 
     Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
-    into ``prof_ptr[pid, 0:16]`` (see benchmarks/profile_kernel.py); PRESET starts each
+    into ``prof_ptr[pid, 0:PROF_SLOTS]`` (see benchmarks/profile_kernel.py); PRESET starts each
     row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
     row's k-th key) to time the stream without the rising threshold."""
     S: tl.constexpr = CAP // NREG
@@ -1677,7 +1678,7 @@ def deepselect_rows_kernel(
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
     scr_i = cand_idx_ptr + pid.to(tl.int64) * (2 * CAP)
     cnt_ptr = cand_cnt_ptr + pid * NREG
-    prof_row = prof_ptr + pid * 16  # PROFILE: this program's counters
+    prof_row = prof_ptr + pid * PROF_SLOTS  # PROFILE: this program's counters
     t256 = tl.arange(0, 256)
     warp = t256 // 32
     PER_WORD: tl.constexpr = 32 // KEY_BITS
@@ -1695,6 +1696,7 @@ def deepselect_rows_kernel(
     p_fin = tl.zeros([], tl.int64)  # final compaction + output
     p_pre = tl.zeros([], tl.int64)  # SAMPLE_PRE: the sample's bound from registers
     p_last = tl.zeros([], tl.int64)  # the final compaction alone (block-synchronous loop)
+    p_chk = tl.zeros([], tl.int64)  # the per-block checks, their compactions apart
     n_comp = tl.zeros([], tl.int64)
     n_hits = tl.zeros([], tl.int64)
     n_hitblk = tl.zeros([], tl.int64)
@@ -1897,6 +1899,7 @@ def deepselect_rows_kernel(
                                     SEARCH_TOL, ONE_BARRIER,
                                 )  # fmt: skip
                         if PROFILE:
+                            p_chk += _clock(count) - t1 - pc
                             p_comp += pc
                             n_comp += (pc != 0).to(tl.int64)
                             n_hits += count - c_before
@@ -1946,10 +1949,12 @@ def deepselect_rows_kernel(
             p_row += t3 - t_row
             n_rows += 1
     if PROFILE:
-        j = tl.arange(0, 16)
+        j = tl.arange(0, PROF_SLOTS)
         prof = tl.where(j == 0, p_row, 0) + tl.where(j == 1, p_filt, 0)
         prof += tl.where(j == 2, p_comp, 0) + tl.where(j == 3, p_fin, 0)
         prof += tl.where(j == 4, n_comp, 0) + tl.where(j == 5, n_hits, 0)
         prof += tl.where(j == 6, n_hitblk, 0) + tl.where(j == 7, n_rows, 0)
         prof += tl.where(j == 8, p_pre, 0) + tl.where(j == 11, p_last, 0)
-        tl.store(prof_row + j, prof, mask=(j < 9) | (j == 11))  # 9, 10, 12+: atomics
+        prof += tl.where(j == 16, p_chk, 0)
+        # 9, 10, 12 .. 15: atomics of _sample_bound and _compact
+        tl.store(prof_row + j, prof, mask=(j < 9) | (j == 11) | (j == 16))
