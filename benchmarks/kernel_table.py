@@ -186,6 +186,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, ties_held=True)
     if part == "lean":
         return dataclasses.replace(cfg, lean_final=True)
+    if part == "tiesrank":
+        return dataclasses.replace(cfg, ties_rank=True)
     if part == "noregties":
         return dataclasses.replace(cfg, reg_ties=False)
     if part in ("radix", "noradix"):
@@ -254,7 +256,8 @@ def main() -> None:
             "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
             "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "
             "passes), tiesheld (that search over the filled slots only), lean (the final "
-            "compaction's census from its search's counts), radix / noradix "
+            "compaction's census from its search's counts), tiesrank (up to 64 tied indices "
+            "ranked at once), radix / noradix "
             "(the compaction's key by a radix select / a bisection),"
             " tri / notri (by a trisection / not), plain (first part only: launch_config's "
             "launch, never crowded), regsearch (the register-held key search, after occN), "
@@ -326,6 +329,7 @@ def main() -> None:
                 + ("" if cfg.reg_ties else "/nrt")
                 + ("/th" if cfg.ties_held else "")
                 + ("/lean" if cfg.lean_final else "")
+                + ("/rank" if cfg.ties_rank else "")
                 + ("/rdx" if cfg.radix_search and cfg.reg_search else "")
                 + ("/tri" if cfg.tri_search and cfg.reg_search and not cfg.radix_search else "")
                 + ("" if cfg.CH == 512 else f"/ch{cfg.CH}")

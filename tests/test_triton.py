@@ -70,6 +70,7 @@ def run_small(
     sample_tol=0,
     ties_held=None,
     lean_final=None,
+    ties_rank=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -90,6 +91,8 @@ def run_small(
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
     if lean_final is not None:
         cfg = dataclasses.replace(cfg, lean_final=lean_final)
+    if ties_rank is not None:  # up to 64 tied indices ranked at once
+        cfg = dataclasses.replace(cfg, ties_rank=ties_rank)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -128,14 +131,24 @@ def test_register_key_search(kind, search, dtype):
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "staircase", "signed_zeros"])
 @pytest.mark.parametrize("n", [700, 5000])
 @pytest.mark.parametrize(
-    "lean", [dict(ties_held=False), dict(lean_final=True, ties_held=False), dict(lean_final=True)]
+    "lean",
+    [
+        dict(ties_held=False),
+        dict(lean_final=True, ties_held=False),
+        dict(lean_final=True),
+        dict(ties_rank=True),
+        dict(ties_rank=True, lean_final=True),
+    ],
+    ids=["nothold", "lean-nothold", "lean", "rank", "rank-lean"],
 )
 def test_lean_compaction(kind, n, lean):
     """LaunchConfig.ties_held: the tied indices' search holds only the slots that the
     fullest region fills (a quarter, a half or all of them; rows of 700 fill at most a
     quarter of each region, rows of 5000 more). LaunchConfig.lean_final: the final
     compaction's counts from its key search, no census, every tie kept where they fit,
-    the tied indices' range from the tie search's registers. The same answer, with
+    the tied indices' range from the tie search's registers. LaunchConfig.ties_rank:
+    up to 64 tied indices gathered and ranked at once (normal rows), a bisection
+    where more are tied (distinct2, staircase). The same answer, with
     windows, both directions, with and without the sample, bisection and trisection."""
     x = make(kind, 3, n, torch.bfloat16, DEV, seed=31)
     begin, end = torch.tensor([0, 100, n // 2]), torch.tensor([n, n - 50, n // 2 + 90])

@@ -143,6 +143,10 @@ class LaunchConfig:
        129,280 sorted 4096 rows 1.201 -> 1.184 ms, 256 rows 0.092 -> 0.090; bf16 within
        1% either way, with 24-40 bytes of spill added (ptxas), so 32-bit keys only
        (:func:`launch_config`).
+    ties_rank: with ``reg_ties``, a compaction with at most 64 candidates tied at its
+       pivot key (most bf16 rows' final one) finds the index bound by gathering the
+       tied indices in one scan and ranking each against all, instead of a bisection
+       over the index range (16-20 block-wide sums). Off: untimed.
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -183,6 +187,7 @@ class LaunchConfig:
     reg_ties: bool = True
     ties_held: bool = True
     lean_final: bool = False
+    ties_rank: bool = False
     radix_search: bool = False
     tri_search: bool = False
 
@@ -270,8 +275,10 @@ def kernel_constants(
         NP=cfg.NP,
         REG_SEARCH=reg_search,
         # bit 0: ties_held; bit 1: lean_final, where the search counts (bisection or
-        # trisection) and the tied indices are searched in registers
-        LEAN=int(cfg.ties_held) | 2 * int(cfg.lean_final and reg_search in (2, 4)),
+        # trisection) and the tied indices are searched in registers; bit 2: ties_rank
+        LEAN=int(cfg.ties_held)
+        | 2 * int(cfg.lean_final and reg_search in (2, 4))
+        | 4 * int(cfg.ties_rank),
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
         W32=cfg.w32 and vec and asm and cfg.check_every == 1,

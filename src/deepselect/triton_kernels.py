@@ -457,6 +457,7 @@ def filter_asm(
 # warp w (PTX) or of the w-th eighth of a block (portable) appends to region w, so no
 # block-wide scan places hits. A block adds at most B // NREG to a region.
 NREG = tl.constexpr(8)
+TIE_RANK = tl.constexpr(64)  # LEAN & 4: at most this many tied candidates ranked at once
 PROF_SLOTS = tl.constexpr(32)  # PROFILE: counters per program (benchmarks/profile_kernel.py)
 
 
@@ -1044,23 +1045,62 @@ def _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH: tl.constexpr):
 
 @triton.jit
 def _tied_index(
-    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, CAP: tl.constexpr, W: tl.constexpr,
-    RANGE: tl.constexpr,
+    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP: tl.constexpr, W: tl.constexpr,
+    LEAN: tl.constexpr,
 ):  # fmt: skip
-    """The ``need``-th lowest index among the candidates whose key is ``pk`` (their
-    indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region; RANGE
-    and ``ilo < 0``: not known, taken from the held indices): the indices held in registers (-1
-    for the others) and a bisection over the index range, a compare and a sum a
-    step, where the passes of :func:`_kth_largest` reread the buffer from L2 every
-    pass."""
+    """The ``need``-th lowest index among the ``eqn`` candidates whose key is ``pk``
+    (their indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region;
+    LEAN & 2 and ``ilo < 0``: not known, taken from the held indices): the indices
+    held in registers (-1 for the others) and a bisection over the index range, a
+    compare and a sum a step, where the passes of :func:`_kth_largest` reread the
+    buffer from L2 every pass. LEAN & 4, at most TIE_RANK tied and at most half of
+    each region held: :func:`_tied_rank` instead (``tmp``: TIE_RANK free int32
+    slots)."""
     slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, W)
     tied = m_all & (keys == pk)
     idx = tl.load(src_i + slots, mask=tied, other=-1)
+    RANGE: tl.constexpr = (LEAN // 2) % 2 == 1
+    # the rank's scan holds W / 32 more values a thread: only where at most half held
+    RANK: tl.constexpr = ((LEAN // 4) % 2 == 1) and (W * 2 <= CAP // NREG)
+    if RANK:
+        if eqn <= TIE_RANK:
+            res = _tied_rank(idx, tied, need, eqn, tmp)
+        else:
+            res = _lowest_tied(idx, tied, ilo, ihi, need, RANGE)
+    else:
+        res = _lowest_tied(idx, tied, ilo, ihi, need, RANGE)
+    return res
+
+
+@triton.jit
+def _lowest_tied(idx, tied, ilo, ihi, need, RANGE: tl.constexpr):
+    """:func:`_lowest_index` over the held tied indices, their range from them where
+    RANGE and ``ilo < 0`` (not known)."""
     if RANGE:
         if ilo < 0:
             ilo = tl.min(tl.where(tied, idx, 0x7FFFFFFF), axis=0)
             ihi = tl.max(idx, axis=0)
     return _lowest_index(idx, ilo, ihi, need)
+
+
+@triton.jit
+def _tied_rank(idx, tied, need, n, tmp):
+    """The ``need``-th lowest of the ``n <= TIE_RANK`` held indices ``idx`` where
+    ``tied``: gathered into ``tmp[0:n]`` in one scan, then each ranked against all
+    (``n`` broadcast loads and compares): two block-wide steps and a barrier where the
+    bisection takes one per index bit. The indices are distinct (an element is a
+    candidate once)."""
+    pos = tl.cumsum(tied.to(tl.int32), axis=0) - 1
+    tl.store(tmp + pos, idx, mask=tied)
+    tl.debug_barrier()  # every tied index stored before any is read
+    r = tl.arange(0, TIE_RANK)
+    tv = tl.load(tmp + r, mask=r < n, other=0x7FFFFFFF)
+    rank = tl.zeros([TIE_RANK], tl.int32)
+    for j in range(0, n):  # one tied index (a broadcast load) against all of them
+        rank += (tl.load(tmp + j) < tv).to(tl.int32)
+    res = tl.max(tl.where((rank == need - 1) & (r < n), tv, -1), axis=0)
+    tl.debug_barrier()  # read before the caller's stores reuse ``tmp``
+    return res
 
 
 @triton.jit
@@ -1156,6 +1196,8 @@ def _compact(
     the survivors' placement added to ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
+    TIES_HELD: tl.constexpr = LEAN % 2 == 1
+    LEAN_FINAL: tl.constexpr = (LEAN // 2) % 2 == 1
     offs = tl.arange(0, CH)
     col = offs % CHR
     cnt_l = tl.load(cnt_ptr + offs // CHR)
@@ -1163,7 +1205,7 @@ def _compact(
     nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
     pk = lo_key * 0
     pi = total * 0 + 0x7FFFFFFF
-    c_ge = total  # LEAN & 2: the search's counts at and above pk
+    c_ge = total  # LEAN_FINAL: the search's counts at and above pk
     c_gt = total * 0
     if PROFILE:
         q = _clock(total)
@@ -1176,15 +1218,15 @@ def _compact(
             fullest = tl.max(cnt_l, axis=0)
             if fullest <= S // 4:
                 pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH, LEAN >= 2
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH, LEAN_FINAL
                 )
             elif fullest <= S // 2:
                 pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH, LEAN >= 2
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH, LEAN_FINAL
                 )
             else:
                 pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH, LEAN >= 2
+                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH, LEAN_FINAL
                 )
         else:
             vmax = tl.zeros([CH], tl.uint32)
@@ -1201,11 +1243,11 @@ def _compact(
             tl.atomic_add(prof + 12, q1 - q)
             q = q1
         # census at the pivot key: the final compaction (slack 0, an exact search)
-        # with LEAN & 2 takes the counts from the search, and keeps every tied
+        # with LEAN_FINAL takes the counts from the search, and keeps every tied
         # candidate where they fit (no index bound needed past the last block; the
         # tied indices' range, if needed, from the tie search's registers); else a
         # pass over the buffer
-        if LEAN >= 2:
+        if LEAN_FINAL:
             if slack == 0:
                 gt = c_gt
                 eqn = c_ge - c_gt
@@ -1220,22 +1262,46 @@ def _compact(
             q = q1
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
-                if LEAN % 2 == 1:  # only as many slots of each region as the fullest fills
+                if TIES_HELD:  # only as many slots of each region as the fullest fills
                     fullest = tl.max(cnt_l, axis=0)
                     if fullest <= S // 4:
                         pi = _tied_index(
-                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 4, LEAN >= 2
+                            src_k,
+                            src_i,
+                            cnt_ptr,
+                            pk,
+                            ilo,
+                            pi,
+                            kk - gt,
+                            eqn,
+                            dst_i,
+                            CAP,
+                            S // 4,
+                            LEAN,
                         )
                     elif fullest <= S // 2:
                         pi = _tied_index(
-                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S // 2, LEAN >= 2
+                            src_k,
+                            src_i,
+                            cnt_ptr,
+                            pk,
+                            ilo,
+                            pi,
+                            kk - gt,
+                            eqn,
+                            dst_i,
+                            CAP,
+                            S // 2,
+                            LEAN,
                         )
                     else:
                         pi = _tied_index(
-                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S, LEAN >= 2
+                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i, CAP, S, LEAN
                         )
                 else:
-                    pi = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, CAP, S, LEAN >= 2)
+                    pi = _tied_index(
+                        src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i, CAP, S, LEAN
+                    )
             else:
                 pi = _kth_largest(
                     src_k,
