@@ -90,7 +90,10 @@ class LaunchConfig:
        where it would wait for ``k + B2``: an ascending row's last block, read right
        after the sample, holds a block of hits above the sample's bound, and the
        next blocks in the order as many until the buffer fills and a full compaction
-       follows. Off: untimed.
+       follows. Timed on an H200 (benchmarks/RESULTS.md): no gain where aimed (fp32
+       256 x 129,280 ascending 0.181 -> 0.179 ms), normal rows even; on the crowded
+       fp32 launch with ``sample_pre`` turned on, ascending rows 14% faster but rows
+       of 32 distinct values 10% slower. Off.
     sample_tol: with ``sample_pre``, the search for the sample's bound may stop once
        between the rank and rank * (1 + 2^-sample_tol) sampled keys lie at or above
        the key (a lower bound, as valid; fewer search steps: the search was ~8 us of

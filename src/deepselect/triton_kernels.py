@@ -1073,6 +1073,26 @@ def _tied_index(
 
 
 @triton.jit
+def _tied_fit(
+    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, fullest, CAP: tl.constexpr,
+    LEAN: tl.constexpr,
+):  # fmt: skip
+    """:func:`_tied_index` holding, LEAN & 1, only as many slots of each region as the
+    fullest region fills (``fullest``: a quarter, a half or all of them), else all."""
+    S: tl.constexpr = CAP // NREG
+    if LEAN % 2 == 1:
+        if fullest <= S // 4:
+            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S // 4, LEAN)
+        elif fullest <= S // 2:
+            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S // 2, LEAN)
+        else:
+            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S, LEAN)
+    else:
+        r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S, LEAN)
+    return r
+
+
+@triton.jit
 def _lowest_tied(idx, tied, ilo, ihi, need, RANGE: tl.constexpr):
     """:func:`_lowest_index` over the held tied indices, their range from them where
     RANGE and ``ilo < 0`` (not known)."""
@@ -1196,7 +1216,6 @@ def _compact(
     the survivors' placement added to ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
-    TIES_HELD: tl.constexpr = LEAN % 2 == 1
     LEAN_FINAL: tl.constexpr = (LEAN // 2) % 2 == 1
     offs = tl.arange(0, CH)
     col = offs % CHR
@@ -1262,46 +1281,10 @@ def _compact(
             q = q1
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
-                if TIES_HELD:  # only as many slots of each region as the fullest fills
-                    fullest = tl.max(cnt_l, axis=0)
-                    if fullest <= S // 4:
-                        pi = _tied_index(
-                            src_k,
-                            src_i,
-                            cnt_ptr,
-                            pk,
-                            ilo,
-                            pi,
-                            kk - gt,
-                            eqn,
-                            dst_i,
-                            CAP,
-                            S // 4,
-                            LEAN,
-                        )
-                    elif fullest <= S // 2:
-                        pi = _tied_index(
-                            src_k,
-                            src_i,
-                            cnt_ptr,
-                            pk,
-                            ilo,
-                            pi,
-                            kk - gt,
-                            eqn,
-                            dst_i,
-                            CAP,
-                            S // 2,
-                            LEAN,
-                        )
-                    else:
-                        pi = _tied_index(
-                            src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i, CAP, S, LEAN
-                        )
-                else:
-                    pi = _tied_index(
-                        src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i, CAP, S, LEAN
-                    )
+                pi = _tied_fit(
+                    src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i,
+                    tl.max(cnt_l, axis=0), CAP, LEAN,
+                )  # fmt: skip
             else:
                 pi = _kth_largest(
                     src_k,
