@@ -168,6 +168,8 @@ def apply_variant(cfg, part, k):
         return dataclasses.replace(cfg, sample_pre=part == "pre")
     if part == "burst":
         return dataclasses.replace(cfg, burst=True)
+    if re.fullmatch(r"sk\d+", part):
+        return dataclasses.replace(cfg, sample_keys=int(part[2:]))
     if re.fullmatch(r"stol\d+", part):
         return dataclasses.replace(cfg, sample_tol=int(part[4:]))
     if part == "nosb":
@@ -251,7 +253,8 @@ def main() -> None:
             "one), nosb (the first compaction keeps k, not a sample's rank), pre / nopre (the"
             " sample's bound from registers before the stream / from the first compaction), "
             "burst (a check that finds k new candidates compacts at once; with pre), "
-            "stolN (the sample's bound searched to within rank * 2^-N; with pre), "
+            "stolN (the sample's bound searched to within rank * 2^-N; with pre), skN (that "
+            "bound from the sample's first N elements; with pre), "
             "noballot (hits always placed with a shuffle scan), nofast (every hit lane runs "
             "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
             "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "
@@ -322,6 +325,7 @@ def main() -> None:
                 + ("/pre" if cfg.samples_in_registers else "")
                 + ("+burst" if cfg.samples_in_registers and cfg.burst else "")
                 + (f"+stol{cfg.sample_tol}" if cfg.samples_in_registers and cfg.sample_tol else "")
+                + (f"+sk{cfg.sample_keys}" if cfg.samples_in_registers and cfg.sample_keys else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

@@ -26,6 +26,7 @@ from deepselect.triton_backend import (
     LaunchConfig,
     _measured_triton,
     _next_pow2,
+    kernel_constants,
     launch_config,
     run_triton,
     stream_config,
@@ -71,6 +72,7 @@ def run_small(
     ties_held=None,
     lean_final=None,
     ties_rank=None,
+    sample_keys=0,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -85,7 +87,7 @@ def run_small(
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
-    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
+    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol, sample_keys=sample_keys)
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -278,7 +280,7 @@ def test_public_api_backend_triton():
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-@pytest.mark.parametrize("pre", [False, True, "tol"])
+@pytest.mark.parametrize("pre", [False, True, "tol", "keys"])
 def test_sample_bound(kind, z, pre):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
@@ -286,12 +288,26 @@ def test_sample_bound(kind, z, pre):
     again without it (z = -1e9: rank 1, the best element seen); None: no sample,
     every compaction keeps k. ``pre``: the bound from the sample held in registers
     before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
-    search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1)."""
+    search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
+    the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
+    kw["sample_keys"] = 128 if pre == "keys" else 0
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
+
+
+@pytest.mark.parametrize("keys", [3000, -4])
+def test_sample_keys_must_be_a_power_of_two(keys):
+    """LaunchConfig.sample_keys sizes a register tensor: anything but 0 or a power of
+    two is refused before a build."""
+    cfg = dataclasses.replace(launch_config(torch.bfloat16, 512), sample_keys=keys)
+    with pytest.raises(ValueError, match="power of two"):
+        kernel_constants(
+            torch.bfloat16, cfg, largest=True, order=Order.NONE, has_window=0,
+            off_tensor=False, write_values=True, asm=False,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])

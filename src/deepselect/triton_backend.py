@@ -102,6 +102,10 @@ class LaunchConfig:
        0.091 ms (the search 14.6 -> 6.3 us), ascending rows 0.181 -> 0.172; bf16 256 x
        64K 2% faster, 4096 x 1M 2% slower (a lower bound, more hits). 2 for 32-bit
        keys, 0 for 16-bit ones (:func:`launch_config`).
+    sample_keys: with ``sample_pre``, the sample's bound from only the first this many
+       elements of the sample (a power of two; 0: all ``CAP``): less to load and to
+       search (the search is ~8 us of a bf16 row with 32 keys a thread), for a lower
+       bound (rows of 64K: ~1,200 hits a row at CAP / 4 against ~850). Off: untimed.
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -182,6 +186,7 @@ class LaunchConfig:
     sample_pre: bool = True
     burst: bool = False
     sample_tol: int = 0
+    sample_keys: int = 0
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -252,6 +257,8 @@ def kernel_constants(
     (also used by scripts/compile_check.py, so both compile the same kernel)."""
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     fp16 = dtype == torch.float16
+    if cfg.sample_keys < 0 or cfg.sample_keys & (cfg.sample_keys - 1):
+        raise ValueError(f"sample_keys must be 0 or a power of two, not {cfg.sample_keys}")
     reg_search = (
         (3 if cfg.radix_search else 4 if cfg.tri_search else 2 if cfg.reg_ties else 1)
         if cfg.reg_search
@@ -291,6 +298,7 @@ def kernel_constants(
         SAMPLE_PRE=cfg.samples_in_registers,
         BURST=cfg.burst and cfg.samples_in_registers,
         SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
+        SAMPLE_KEYS=min(cfg.sample_keys or cfg.CAP, cfg.CAP),
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

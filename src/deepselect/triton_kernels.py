@@ -1141,25 +1141,27 @@ def _lowest_index(idx, lo, hi, need):
 def _sample_bound(
     x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
-    CAP: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    NS: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SAMPLE_TOL: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
-    sample and compacting it to its rank. The sample (the first ``p = CAP // B``
-    middle blocks of the order, wholly in the window) is read into registers and the
-    rank :func:`_first_kk` of its ``CAP`` keys found by :func:`_search_held`: that
-    key is the bound. The stream starts there, as at a preset key, from the order's
-    first block, and reads the sample again (from L2, most of it), its hits placed
-    as any. SAMPLE_TOL > 0: the search may stop at a key with between the rank and
-    ``rank * (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much
-    lower: still valid, as any bound at or below the rank's key). PROFILE: the
-    loads' and the search's cycles added to ``prof[9]`` and ``prof[10]``."""
+    sample and compacting it to its rank. The sample (the first ``NS <= CAP``
+    elements of the first ``p = CAP // B`` middle blocks of the order, wholly in the
+    window) is read into registers and the rank :func:`_first_kk` of its ``NS`` keys
+    found by :func:`_search_held`: that key is the bound (a smaller sample: a lower
+    rank's key, so a lower bound, found with less work). The stream starts there, as
+    at a preset key, from the order's first block, and reads the sample again (from
+    L2, most of it), its hits placed as any. SAMPLE_TOL > 0: the search may stop at
+    a key with between the rank and ``rank * (1 + 2^-SAMPLE_TOL)`` sampled keys at or
+    above it (a bound that much lower: still valid, as any bound at or below the
+    rank's key). PROFILE: the loads' and the search's cycles added to ``prof[9]``
+    and ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
-    e = tl.arange(0, CAP)
+    e = tl.arange(0, NS)
     col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-    kk = _first_kk(sample_n * 0 + CAP, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
+    kk = _first_kk(sample_n * 0 + NS, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
     k_lo = tl.min(keys, axis=0)
     k_hi = tl.max(keys, axis=0)
     if PROFILE:
@@ -1168,7 +1170,7 @@ def _sample_bound(
     tol = kk * 0
     if SAMPLE_TOL > 0:
         tol = kk >> SAMPLE_TOL
-    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, CAP, REG_SEARCH, False)
+    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, NS, REG_SEARCH, False)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
@@ -1699,6 +1701,7 @@ def deepselect_rows_kernel(
     SAMPLE_PRE: tl.constexpr = False,
     BURST: tl.constexpr = False,
     SAMPLE_TOL: tl.constexpr = 0,
+    SAMPLE_KEYS: tl.constexpr = 0,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1816,8 +1819,8 @@ def deepselect_rows_kernel(
                             t_pre = _clock(sample_n)
                         tk = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            INF_BITS, LARGEST, B, CAP, REG_SEARCH, SAMPLE_Z, SAMPLE_TOL,
-                            prof_row, PROFILE,
+                            INF_BITS, LARGEST, B, SAMPLE_KEYS, REG_SEARCH, SAMPLE_Z,
+                            SAMPLE_TOL, prof_row, PROFILE,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
