@@ -1214,8 +1214,12 @@ def _compact(
     indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything.
     ``tol > 0`` (at most ``slack``; REG_SEARCH): the bisection may stop at a key P
     with between kk and kk + tol candidates at or above it, all of which survive.
-    PROFILE: the cycles of the key search, the census, the tied-index search and
-    the survivors' placement added to ``prof[12:16]``."""
+    LEAN, bits (:func:`_tied_fit`, :func:`_tied_index`): 1, the tied indices held
+    only from the slots the fullest region fills; 2, the final compaction's counts
+    from its key search (no census; every tie kept where they fit); 4, up to
+    TIE_RANK tied indices ranked at once. PROFILE: the cycles of the key search, the
+    census, the tied-index search and the survivors' placement added to
+    ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
     LEAN_FINAL: tl.constexpr = (LEAN // 2) % 2 == 1
