@@ -130,7 +130,7 @@ def test_register_key_search(kind, search, dtype):
         check_small(x, 40, reg_search=True, **how, search_tol=3)
 
 
-@pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "staircase", "signed_zeros"])
+@pytest.mark.parametrize("kind", ["normal", "distinct32", "signed_zeros"])
 @pytest.mark.parametrize("n", [700, 5000])
 @pytest.mark.parametrize(
     "lean",
@@ -150,11 +150,12 @@ def test_lean_compaction(kind, n, lean):
     compaction's counts from its key search, no census, every tie kept where they fit,
     the tied indices' range from the tie search's registers. LaunchConfig.ties_rank:
     up to 64 tied indices gathered and ranked at once (normal rows), a bisection
-    where more are tied (distinct2, staircase). The same answer, with
-    windows, both directions, with and without the sample, bisection and trisection."""
+    where more are tied (32 distinct values in 5000). The same answer, with windows,
+    both directions; the sample's bound from registers and bisection, no sample and
+    trisection."""
     x = make(kind, 3, n, torch.bfloat16, DEV, seed=31)
     begin, end = torch.tensor([0, 100, n // 2]), torch.tensor([n, n - 50, n // 2 + 90])
-    for kw in (dict(), dict(sample=False), dict(tri=True), dict(pre=True)):
+    for kw in (dict(), dict(sample=False, tri=True)):
         check_small(x, 40, reg_search=True, **lean, **kw)
         check_small(
             x, 40, reg_search=True, largest=False, order=Order.VALUE, begin=begin, end=end,
