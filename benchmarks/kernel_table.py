@@ -143,6 +143,36 @@ def check(x, k, order, vals, idx) -> str:
     return "ok" if ok else "WRONG"
 
 
+FLAGS = {  # launch variants that set fields of the launch
+    "novec": dict(vec=False),
+    "w32": dict(w32=True),
+    "now32": dict(w32_from=None),
+    "pre": dict(sample_pre=True),
+    "nopre": dict(sample_pre=False),
+    "burst": dict(burst=True),
+    "nosb": dict(sample=False),
+    "noballot": dict(ballot=False),
+    "nofast": dict(fast=False),
+    "nosingle": dict(single=False),
+    "twobar": dict(one_barrier=False),
+    "tiesheld": dict(ties_held=True),
+    "lean": dict(lean_final=True),
+    "tiesrank": dict(ties_rank=True),
+    "noregties": dict(reg_ties=False),
+    "radix": dict(radix_search=True),
+    "noradix": dict(radix_search=False),
+    "tri": dict(tri_search=True),
+    "notri": dict(tri_search=False),
+}
+NUMBERED = {  # launch variants NAME<N> that set one field to N
+    "pf": ("ahead", int),
+    "sk": ("sample_keys", int),
+    "stol": ("sample_tol", int),
+    "tol": ("search_tol", int),
+    "z": ("sample_z", float),
+}
+
+
 def apply_variant(cfg, part, k):
     """``cfg`` changed as the launch variant ``part`` says (see --variant); ValueError
     for an unknown one."""
@@ -150,59 +180,23 @@ def apply_variant(cfg, part, k):
         return cfg
     if part == "other":
         return other_search(cfg)
-    if re.fullmatch(r"check\d+", part):  # check1: every block, the buffer as launched
-        return check_variant(cfg, k, int(part[5:]))
-    if re.fullmatch(r"tight\d+", part):  # every N blocks in the launch's buffer: less slack
-        return tight_variant(cfg, k, int(part[5:]))
-    if part == "novec":
-        return dataclasses.replace(cfg, vec=False)
-    if part == "w32":
-        return dataclasses.replace(cfg, w32=True)
-    if part == "now32":
-        return dataclasses.replace(cfg, w32_from=None)
-    if re.fullmatch(r"occ\d+", part):
-        return occupancy_variant(cfg, int(part[3:]))
-    if re.fullmatch(r"pf\d+", part):
-        return dataclasses.replace(cfg, ahead=int(part[2:]))
-    if part in ("pre", "nopre"):
-        return dataclasses.replace(cfg, sample_pre=part == "pre")
-    if part == "burst":
-        return dataclasses.replace(cfg, burst=True)
-    if re.fullmatch(r"sk\d+", part):
-        return dataclasses.replace(cfg, sample_keys=int(part[2:]))
-    if re.fullmatch(r"stol\d+", part):
-        return dataclasses.replace(cfg, sample_tol=int(part[4:]))
-    if part == "nosb":
-        return dataclasses.replace(cfg, sample=False)
-    if part == "noballot":
-        return dataclasses.replace(cfg, ballot=False)
-    if part == "nofast":
-        return dataclasses.replace(cfg, fast=False)
-    if part == "nosingle":
-        return dataclasses.replace(cfg, single=False)
-    if part == "twobar":
-        return dataclasses.replace(cfg, one_barrier=False)
+    if part in FLAGS:
+        return dataclasses.replace(cfg, **FLAGS[part])
     if part == "regsearch":  # e.g. occ3+regsearch: the register-held key search kept
         return dataclasses.replace(cfg, reg_search=cfg.CAP <= 8192)
-    if part == "tiesheld":
-        return dataclasses.replace(cfg, ties_held=True)
-    if part == "lean":
-        return dataclasses.replace(cfg, lean_final=True)
-    if part == "tiesrank":
-        return dataclasses.replace(cfg, ties_rank=True)
-    if part == "noregties":
-        return dataclasses.replace(cfg, reg_ties=False)
-    if part in ("radix", "noradix"):
-        return dataclasses.replace(cfg, radix_search=part == "radix")
-    if part in ("tri", "notri"):
-        return dataclasses.replace(cfg, tri_search=part == "tri")
-    if re.fullmatch(r"ch\d+", part):  # compaction chunk (NP kept at CH * NP = 4096)
-        ch = int(part[2:])
-        return dataclasses.replace(cfg, CH=ch, NP=max(2, 4096 // ch))
-    if re.fullmatch(r"tol\d+", part):
-        return dataclasses.replace(cfg, search_tol=int(part[3:]))
-    if re.fullmatch(r"z\d+", part):
-        return dataclasses.replace(cfg, sample_z=float(part[1:]))
+    m = re.fullmatch(r"([a-z]+)(\d+)", part)
+    name, n = (m[1], m[2]) if m else (None, None)
+    if name == "check":  # check1: every block, the buffer as launched
+        return check_variant(cfg, k, int(n))
+    if name == "tight":  # every N blocks in the launch's buffer: less slack
+        return tight_variant(cfg, k, int(n))
+    if name == "occ":
+        return occupancy_variant(cfg, int(n))
+    if name == "ch":  # compaction chunk (NP kept at CH * NP = 4096)
+        return dataclasses.replace(cfg, CH=int(n), NP=max(2, 4096 // int(n)))
+    if name in NUMBERED:
+        field, kind = NUMBERED[name]
+        return dataclasses.replace(cfg, **{field: kind(n)})
     raise ValueError(f"unknown variant {part!r}")
 
 
