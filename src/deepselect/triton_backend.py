@@ -329,6 +329,10 @@ CROWDED_PER_SM = 3
 """Programs per SM of a crowded launch (:func:`stream_config`)."""
 CROWDED_MAX_K = 512
 """The largest k that a crowded launch takes (:func:`stream_config`)."""
+SHORT_SAMPLE_N = 65536
+"""16-bit rows of up to this many elements take a sample of 4096 keys (:func:`stream_config`)."""
+SHORT_SAMPLE_MAX_K = 512
+"""... for k up to this (timed at k = 512 only)."""
 
 
 def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
@@ -358,8 +362,17 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     3 SMs) < ceil(rows / 2 SMs)): a crowded program is slower, and where both cover
     the rows in as many waves the plain launch won (bf16 k = 512, 512 x 1M 0.527
     against 0.608 ms, 512 x 256K 0.245 against 0.264; 768 x 256K, a wave saved,
-    0.320 crowded against 0.356)."""
+    0.320 crowded against 0.356).
+
+    16-bit rows of up to SHORT_SAMPLE_N elements, k <= 512, take the sample's bound
+    from its first 4096 keys (``sample_keys``): the prologue's search is a fixed cost
+    a row, most of a short row's. Timed on an H200 (benchmarks/RESULTS.md): bf16 256
+    x 64K 0.049 -> 0.045 ms; rows of 1M 0-3% slower with it (more hits), so they keep
+    the whole sample."""
     cfg = launch_config(dtype, k)
+    sixteen = dtype in (torch.bfloat16, torch.float16)
+    if cfg.sample_pre and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
+        cfg = dataclasses.replace(cfg, sample_keys=4096)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
         every2 = check_variant(crowded, k, 2)
