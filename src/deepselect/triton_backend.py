@@ -333,6 +333,9 @@ SHORT_SAMPLE_N = 65536
 """16-bit rows of up to this many elements take a sample of 4096 keys (:func:`stream_config`)."""
 SHORT_SAMPLE_MAX_K = 512
 """... for k up to this (timed at k = 512 only)."""
+ONE_WAVE_W32_BLOCKS = 32
+"""Rows of this many blocks or more take the warp-private loop where one wave of
+programs covers them, k up to SHORT_SAMPLE_MAX_K (:func:`stream_config`)."""
 
 
 def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
@@ -368,11 +371,22 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     from its first 4096 keys (``sample_keys``): the prologue's search is a fixed cost
     a row, most of a short row's. Timed on an H200 (benchmarks/RESULTS.md): bf16 256
     x 64K 0.049 -> 0.045 ms; rows of 1M 0-3% slower with it (more hits), so they keep
-    the whole sample."""
+    the whole sample.
+
+    Rows of ONE_WAVE_W32_BLOCKS blocks or more that one wave of programs covers, k <=
+    512, take the warp-private loop (``w32``, with the launch's own key searches)
+    below ``w32_from`` too: the block-synchronous loop's per-block checks, with their
+    barrier's wait for the slowest warp, were a quarter of an fp32 sampler row
+    (22 of 87 us). Timed on an H200 (benchmarks/RESULTS.md), 256 rows: fp32 129,280
+    sorted 0.090 -> 0.082 ms, 65,536 0.064 -> 0.060, bf16 256K 0.093 -> 0.083, 128K
+    0.065 -> 0.062; ascending fp32 129,280 -19%, bf16 256K +10%."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     if cfg.sample_pre and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
         cfg = dataclasses.replace(cfg, sample_keys=4096)
+    one_wave = rows <= cfg.programs_per_sm * sm_count and k <= SHORT_SAMPLE_MAX_K
+    if one_wave and cfg.w32_from and ONE_WAVE_W32_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B:
+        cfg = dataclasses.replace(cfg, w32=True)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
         every2 = check_variant(crowded, k, 2)
