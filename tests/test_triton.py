@@ -662,13 +662,11 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     both cover in two). Decided from the shape alone."""
     base = launch_config(dtype, k)
     sm = 132
-    short_n, long_n = 129_280, base.w32_from * base.B
+    # rows below the warp-private loop's (test_one_wave_rows_take_the_warp_loop), and at it
+    short_n, long_n = ONE_WAVE_W32_BLOCKS * base.B - 1, base.w32_from * base.B
     for n in (short_n, long_n):
-        for rows in (1, 2 * sm):  # one wave (see test_one_wave_rows_take_the_warp_loop)
-            one_wave_w32 = ONE_WAVE_W32_BLOCKS * base.B <= n < base.w32_from * base.B
-            assert stream_config(dtype, k, rows, n, sm) == dataclasses.replace(
-                base, w32=one_wave_w32
-            )
+        for rows in (1, 2 * sm):
+            assert stream_config(dtype, k, rows, n, sm) == base
         for big in (CROWDED_MAX_K + 1, 2048):
             assert stream_config(dtype, big, 4096, n, sm) == launch_config(dtype, big)
         for rows in (2 * sm + 1, 4096):
@@ -718,21 +716,22 @@ def test_short_16bit_rows_take_a_smaller_sample(monkeypatch, measured):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_one_wave_rows_take_the_warp_loop(dtype):
-    """Rows of ONE_WAVE_W32_BLOCKS blocks up to w32_from that one wave of programs
-    covers (two per SM), k up to 512, take the warp-private loop with the launch's
-    own searches; shorter rows, more rows and larger k the block-synchronous one,
-    and longer rows stream_launch's w32 as before. From the shape alone."""
+    """Rows of ONE_WAVE_W32_BLOCKS blocks up to w32_from, k up to 512, take the
+    warp-private loop with the launch's own searches at two programs per SM: 16-bit
+    rows where one wave of programs covers them, 32-bit rows at any count; shorter
+    rows, larger k and more 16-bit rows the block-synchronous one, and longer rows
+    stream_launch's w32 as before. From the shape alone."""
     base, sm = launch_config(dtype, 512), 132
     lo, hi = ONE_WAVE_W32_BLOCKS * base.B, base.w32_from * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
         for rows in (1, 6, 2 * sm, 2 * sm + 1):
             for k in (1, 512, 1024):
                 cfg = stream_config(dtype, k, rows, n, sm)
-                want = lo <= n < hi and rows <= 2 * sm and k <= 512
+                any_rows = dtype == torch.float32 or rows <= 2 * sm
+                want = lo <= n < hi and any_rows and k <= 512
                 assert cfg.w32 == want, (n, rows, k)
-                if want:  # the launch's own searches kept
-                    plain = launch_config(dtype, k)
-                    assert (cfg.search_tol, cfg.tri_search) == (plain.search_tol, plain.tri_search)
+                if want:  # the launch as launch_config's, in the warp-private loop
+                    assert cfg == dataclasses.replace(launch_config(dtype, k), w32=True)
                     assert stream_launch(dtype, k, rows, n, sm) == cfg
                 launched = stream_launch(dtype, k, rows, n, sm)
                 assert launched.w32 == (want or n >= hi), (n, rows, k)

@@ -352,7 +352,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     so they, and fewer rows, keep :func:`launch_config`'s two programs per SM at 128
     registers.
 
-    A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks) whose
+    A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks; for
+    32-bit keys, since the warp-private rule below, than ONE_WAVE_W32_BLOCKS) whose
     buffer holds two blocks' worst case without growing (32-bit keys: 8192 slots,
     blocks of 2048) also checks for compaction every second block
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
@@ -373,20 +374,24 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     x 64K 0.049 -> 0.045 ms; rows of 1M 0-3% slower with it (more hits), so they keep
     the whole sample.
 
-    Rows of ONE_WAVE_W32_BLOCKS blocks or more that one wave of programs covers, k <=
-    512, take the warp-private loop (``w32``, with the launch's own key searches)
-    below ``w32_from`` too: the block-synchronous loop's per-block checks, with their
-    barrier's wait for the slowest warp, were a quarter of an fp32 sampler row
-    (22 of 87 us). Timed on an H200 (benchmarks/RESULTS.md), 256 rows: fp32 129,280
-    sorted 0.090 -> 0.082 ms, 65,536 0.064 -> 0.060, bf16 256K 0.093 -> 0.083, 128K
-    0.065 -> 0.062; ascending fp32 129,280 -19%, bf16 256K +10%."""
+    Rows of ONE_WAVE_W32_BLOCKS blocks or more, below ``w32_from``, k <= 512, take the
+    warp-private loop (``w32``, with the launch's own key searches) at two programs
+    per SM: 16-bit rows where one wave of programs covers them, 32-bit rows at any
+    row count (no crowded launch). The block-synchronous loop's per-block checks,
+    with their barrier's wait for the slowest warp, were a quarter of an fp32 sampler
+    row (22 of 87 us). Timed on an H200 (benchmarks/RESULTS.md): fp32 129,280 sorted
+    256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096 rows 1.176 -> 1.136
+    (the crowded launch with w32: 1.180); 256 x 65,536 0.064 -> 0.060; bf16 256 x
+    256K 0.093 -> 0.083, 128K 0.065 -> 0.062; ascending fp32 129,280 -19%, bf16 256K
+    +10%. Crowded 16-bit launches of such rows were not timed with it."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     if cfg.sample_pre and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
         cfg = dataclasses.replace(cfg, sample_keys=4096)
-    one_wave = rows <= cfg.programs_per_sm * sm_count and k <= SHORT_SAMPLE_MAX_K
-    if one_wave and cfg.w32_from and ONE_WAVE_W32_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B:
-        cfg = dataclasses.replace(cfg, w32=True)
+    one_wave = rows <= cfg.programs_per_sm * sm_count
+    mid = cfg.w32_from and ONE_WAVE_W32_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
+    if mid and k <= SHORT_SAMPLE_MAX_K and (one_wave or not sixteen):
+        return dataclasses.replace(cfg, w32=True)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
         every2 = check_variant(crowded, k, 2)
