@@ -23,9 +23,10 @@ from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
-    ONE_WAVE_W32_BLOCKS,
     SHORT_SAMPLE_MAX_K,
     SHORT_SAMPLE_N,
+    W32_MID_BLOCKS,
+    W32_MID_MAX_K32,
     LaunchConfig,
     _measured_triton,
     _next_pow2,
@@ -663,7 +664,7 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     base = launch_config(dtype, k)
     sm = 132
     # rows below the warp-private loop's (test_one_wave_rows_take_the_warp_loop), and at it
-    short_n, long_n = ONE_WAVE_W32_BLOCKS * base.B - 1, base.w32_from * base.B
+    short_n, long_n = W32_MID_BLOCKS * base.B - 1, base.w32_from * base.B
     for n in (short_n, long_n):
         for rows in (1, 2 * sm):
             assert stream_config(dtype, k, rows, n, sm) == base
@@ -715,20 +716,25 @@ def test_short_16bit_rows_take_a_smaller_sample(monkeypatch, measured):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_one_wave_rows_take_the_warp_loop(dtype):
-    """Rows of ONE_WAVE_W32_BLOCKS blocks up to w32_from, k up to 512, take the
-    warp-private loop with the launch's own searches at two programs per SM: 16-bit
-    rows where one wave of programs covers them, 32-bit rows at any count; shorter
-    rows, larger k and more 16-bit rows the block-synchronous one, and longer rows
-    stream_launch's w32 as before. From the shape alone."""
+def test_mid_rows_take_the_warp_loop(dtype):
+    """Rows of W32_MID_BLOCKS blocks up to w32_from take the warp-private loop with
+    launch_config's searches at two programs per SM: 32-bit rows at any count, k up
+    to W32_MID_MAX_K32; 16-bit rows, k up to 512, unless their launch is crowded
+    (three programs per SM, where a wave of rows is saved). Shorter rows and larger
+    k keep the block-synchronous loop, longer rows stream_launch's w32 as before.
+    From the shape alone."""
     base, sm = launch_config(dtype, 512), 132
-    lo, hi = ONE_WAVE_W32_BLOCKS * base.B, base.w32_from * base.B
+    lo, hi = W32_MID_BLOCKS * base.B, base.w32_from * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
-        for rows in (1, 6, 2 * sm, 2 * sm + 1):
-            for k in (1, 512, 1024):
+        for rows in (1, 6, 2 * sm, 2 * sm + 1, 4 * sm, 4 * sm + 1, 4096):
+            for k in (1, 512, 1024, 2048, 4096):
                 cfg = stream_config(dtype, k, rows, n, sm)
-                any_rows = dtype == torch.float32 or rows <= 2 * sm
-                want = lo <= n < hi and any_rows and k <= 512
+                if dtype == torch.float32:
+                    want = lo <= n < hi and k <= W32_MID_MAX_K32
+                else:  # crowded: a wave saved at three per SM (k <= CROWDED_MAX_K)
+                    waves = (-(-rows // (2 * sm)), -(-rows // (CROWDED_PER_SM * sm)))
+                    crowded = rows > 2 * sm and waves[1] < waves[0]
+                    want = lo <= n < hi and k <= 512 and not crowded
                 assert cfg.w32 == want, (n, rows, k)
                 if want:  # the launch as launch_config's, in the warp-private loop
                     assert cfg == dataclasses.replace(launch_config(dtype, k), w32=True)

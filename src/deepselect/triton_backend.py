@@ -333,9 +333,11 @@ SHORT_SAMPLE_N = 65536
 """16-bit rows of up to this many elements take a sample of 4096 keys (:func:`stream_config`)."""
 SHORT_SAMPLE_MAX_K = 512
 """... for k up to this (timed at k = 512 only)."""
-ONE_WAVE_W32_BLOCKS = 32
-"""Rows of this many blocks or more take the warp-private loop where one wave of
-programs covers them, k up to SHORT_SAMPLE_MAX_K (:func:`stream_config`)."""
+W32_MID_BLOCKS = 32
+"""Rows of this many blocks or more, below ``w32_from``, take the warp-private loop
+where :func:`stream_config` says."""
+W32_MID_MAX_K32 = 2048
+"""... for 32-bit keys, k up to this (timed at 512, 1024 and 2048)."""
 
 
 def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
@@ -353,7 +355,7 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     registers.
 
     A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks; for
-    32-bit keys, since the warp-private rule below, than ONE_WAVE_W32_BLOCKS) whose
+    32-bit keys, since the warp-private rule below, than W32_MID_BLOCKS) whose
     buffer holds two blocks' worst case without growing (32-bit keys: 8192 slots,
     blocks of 2048) also checks for compaction every second block
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
@@ -374,23 +376,25 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     x 64K 0.049 -> 0.045 ms; rows of 1M 0-3% slower with it (more hits), so they keep
     the whole sample.
 
-    Rows of ONE_WAVE_W32_BLOCKS blocks or more, below ``w32_from``, k <= 512, take the
-    warp-private loop (``w32``, with the launch's own key searches) at two programs
-    per SM: 16-bit rows where one wave of programs covers them, 32-bit rows at any
-    row count (no crowded launch). The block-synchronous loop's per-block checks,
-    with their barrier's wait for the slowest warp, were a quarter of an fp32 sampler
-    row (22 of 87 us). Timed on an H200 (benchmarks/RESULTS.md): fp32 129,280 sorted
-    256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096 rows 1.176 -> 1.136
-    (the crowded launch with w32: 1.180); 256 x 65,536 0.064 -> 0.060; bf16 256 x
-    256K 0.093 -> 0.083, 128K 0.065 -> 0.062; ascending fp32 129,280 -19%, bf16 256K
-    +10%. Crowded 16-bit launches of such rows were not timed with it."""
+    Rows of W32_MID_BLOCKS blocks or more, below ``w32_from``, take the warp-private
+    loop (``w32``, with the launch's own key searches) at two programs per SM:
+    32-bit rows at any row count (no crowded launch), k <= W32_MID_MAX_K32; 16-bit
+    rows, k <= 512, where they keep two programs per SM (a crowded launch stays
+    block-synchronous). The block-synchronous loop's per-block checks, with their
+    barrier's wait for the slowest warp, were a quarter of an fp32 sampler row (22 of
+    87 us). Timed on an H200 (benchmarks/RESULTS.md), against the launch before: fp32
+    129,280 sorted, k = 512, 256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096
+    rows 1.176 -> 1.136 (the crowded launch with w32: 1.180); k = 1024 256 / 4096
+    rows 0.109 -> 0.099 / 1.582 -> 1.420, k = 2048 256 rows 0.164 -> 0.150; 256 x
+    65,536 0.064 -> 0.060; bf16 256 x 256K 0.093 -> 0.083, 256 / 512 x 128K 0.065 ->
+    0.062 / 0.122 -> 0.114; ascending fp32 129,280 -19%, bf16 256K +10%. The crowded
+    bf16 launches lost with it (768 x 256K +5%, 4096 x 256K +10%, 4096 x 128K +12%)."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     if cfg.sample_pre and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
         cfg = dataclasses.replace(cfg, sample_keys=4096)
-    one_wave = rows <= cfg.programs_per_sm * sm_count
-    mid = cfg.w32_from and ONE_WAVE_W32_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
-    if mid and k <= SHORT_SAMPLE_MAX_K and (one_wave or not sixteen):
+    mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
+    if mid and not sixteen and k <= W32_MID_MAX_K32:
         return dataclasses.replace(cfg, w32=True)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
@@ -401,6 +405,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
             rows, cfg.programs_per_sm * sm_count
         ):  # a wave of rows saved
             return crowded
+    if mid and k <= SHORT_SAMPLE_MAX_K:  # 16-bit rows at two programs per SM
+        return dataclasses.replace(cfg, w32=True)
     return cfg
 
 
