@@ -158,6 +158,7 @@ FLAGS = {  # launch variants that set fields of the launch
     "tiesheld": dict(ties_held=True),
     "lean": dict(lean_final=True),
     "tiesrank": dict(ties_rank=True),
+    "spread": dict(sample_spread=True),
     "noregties": dict(reg_ties=False),
     "radix": dict(radix_search=True),
     "noradix": dict(radix_search=False),
@@ -248,7 +249,8 @@ def main() -> None:
             " sample's bound from registers before the stream / from the first compaction), "
             "burst (a check that finds k new candidates compacts at once; with pre), "
             "stolN (the sample's bound searched to within rank * 2^-N; with pre), skN (that "
-            "bound from the sample's first N elements; with pre), "
+            "bound from the sample's first N elements; with pre), spread (the sample as "
+            "128-byte runs spread over the row; with pre), "
             "noballot (hits always placed with a shuffle scan), nofast (every hit lane runs "
             "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
             "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "
@@ -320,6 +322,7 @@ def main() -> None:
                 + ("+burst" if cfg.samples_in_registers and cfg.burst else "")
                 + (f"+stol{cfg.sample_tol}" if cfg.samples_in_registers and cfg.sample_tol else "")
                 + (f"+sk{cfg.sample_keys}" if cfg.samples_in_registers and cfg.sample_keys else "")
+                + ("+spread" if cfg.samples_in_registers and cfg.sample_spread else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

@@ -78,6 +78,7 @@ def run_small(
     lean_final=None,
     ties_rank=None,
     sample_keys=0,
+    sample_spread=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -93,6 +94,7 @@ def run_small(
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
     cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol, sample_keys=sample_keys)
+    cfg = dataclasses.replace(cfg, sample_spread=sample_spread)  # the sample as spread runs
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -286,7 +288,7 @@ def test_public_api_backend_triton():
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
 @pytest.mark.parametrize("z", [5.0, -1e9, None])
-@pytest.mark.parametrize("pre", [False, True, "tol", "keys"])
+@pytest.mark.parametrize("pre", [False, True, "tol", "keys", "spread"])
 def test_sample_bound(kind, z, pre):
     """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
     of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
@@ -295,10 +297,12 @@ def test_sample_bound(kind, z, pre):
     every compaction keeps k. ``pre``: the bound from the sample held in registers
     before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
     search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
-    the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys)."""
+    the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
+    "spread": 128 elements as runs of 32 spread over the row (sample_spread)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
-    kw["sample_keys"] = 128 if pre == "keys" else 0
+    kw["sample_keys"] = 128 if pre in ("keys", "spread") else 0
+    kw["sample_spread"] = pre == "spread"
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -402,6 +406,42 @@ def _order_kernel(out_ptr, m, a, c, p):
         j1 = j2
         j2 = jn
         tl.store(out_ptr + q, jn)
+
+
+@triton.jit
+def _sample_cols_kernel(out_ptr, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr,
+                        CHUNK: tl.constexpr):  # fmt: skip
+    e = tl.arange(0, NS)
+    tl.store(out_ptr + e, K._sample_cols(e, first, m, a, c, p, B, NS, CHUNK))
+
+
+@pytest.mark.parametrize("B,NS,CHUNK", [(128, 512, 32), (128, 128, 64), (4096, 4096, 64)])
+def test_sample_columns(B, NS, CHUNK):
+    """The sample's columns (_sample_cols): CHUNK = 0, the first NS elements of the
+    order's first p middle blocks (reference.block_at); else runs of CHUNK spread
+    over every middle block: distinct, in the middle blocks, each run consecutive,
+    and stratified: above any column, the sample's share and the middle blocks'
+    share differ by less than one run's spacing. So an ascending row's sample ranks
+    its elements as the row does (a block sample of it can hold only its top)."""
+    p = max(1, NS // B)
+    for m in (p + 2, p + 3, 7 * p + 5, 100):
+        mid = m - 2
+        a = block_stride(mid)
+        for first, c in ((0, 0), (3, mid // 2), (17, mid - 1)):
+            out = torch.empty(NS, dtype=torch.int32, device=DEV)
+            _sample_cols_kernel[(1,)](out, first, m, a, c, p, B, NS, 0)
+            want = [(block_at(e // B, m, a, c, p) + first) * B + e % B for e in range(NS)]
+            assert out.tolist() == want
+            _sample_cols_kernel[(1,)](out, first, m, a, c, p, B, NS, CHUNK)
+            cols = out.tolist()
+            lo, hi = (first + 1) * B, (first + m - 1) * B
+            assert len(set(cols)) == NS and lo <= min(cols) and max(cols) < hi
+            runs = [cols[i : i + CHUNK] for i in range(0, NS, CHUNK)]
+            assert all(r == list(range(r[0], r[0] + CHUNK)) for r in runs)
+            spacing = mid * (B // CHUNK) / (NS // CHUNK) * CHUNK  # columns between runs
+            for t in range(lo, hi, max(1, (hi - lo) // 997)):
+                share = sum(col >= t for col in cols) / NS
+                assert abs(share - (hi - t) / (hi - lo)) * (hi - lo) < 2 * spacing, (m, t)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 9, 40, 64])

@@ -105,7 +105,14 @@ class LaunchConfig:
     sample_keys: with ``sample_pre``, the sample's bound from only the first this many
        elements of the sample (a power of two; 0: all ``CAP``): less to load and to
        search (the search is ~8 us of a bf16 row with 32 keys a thread), for a lower
-       bound (rows of 64K: ~1,200 hits a row at CAP / 4 against ~850). Off: untimed.
+       bound (rows of 64K: ~1,200 hits a row at CAP / 4 against ~850). Timed on an
+       H200: see :func:`stream_config`.
+    sample_spread: with ``sample_pre``, the sample as runs of 128 bytes spread evenly
+       over the row's middle blocks rather than whole blocks of the order. A block
+       sample of a row with a trend misleads: an ascending row's sample that holds
+       its top block puts the bound above the k-th, and the row is selected again
+       (on an H200 ascending fp32 256 x 129,280 took 2-3.5x the normal rows' time,
+       bf16 256 x 64K with a one-block sample 2.2x). Off: untimed.
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -187,6 +194,7 @@ class LaunchConfig:
     burst: bool = False
     sample_tol: int = 0
     sample_keys: int = 0
+    sample_spread: bool = False
     search_tol: int = 0
     ballot: bool = True
     fast: bool = True
@@ -299,6 +307,10 @@ def kernel_constants(
         BURST=cfg.burst and cfg.samples_in_registers,
         SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
         SAMPLE_KEYS=min(cfg.sample_keys or cfg.CAP, cfg.CAP),
+        # sample_spread: runs of 128 bytes (or of the block, or of the sample, if shorter)
+        SAMPLE_CHUNK=min(1024 // bits, cfg.B, cfg.sample_keys or cfg.CAP, cfg.CAP)
+        if cfg.sample_spread
+        else 0,
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )

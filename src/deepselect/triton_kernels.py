@@ -1137,17 +1137,38 @@ def _lowest_index(idx, lo, hi, need):
     return lo
 
 
+@triton.jit
+def _sample_cols(e, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr, CHUNK: tl.constexpr):
+    """The row's columns of the sample's elements ``e`` (``tl.arange(0, NS)``), all in
+    the row's middle blocks (1 .. m - 2 of :func:`_block_at`, wholly in the window;
+    ``m - 2 >= p = CAP // B`` and ``NS <= CAP``). CHUNK = 0: the first ``NS`` elements
+    of the order's first ``p`` middle blocks. Else ``NS / CHUNK`` runs of CHUNK
+    consecutive elements, evenly spaced over all the middle blocks (run ``j`` in slot
+    ``(2j + 1) * slots / (2 NS / CHUNK)`` of their CHUNK-element slots, the middle
+    of its share; NS and CHUNK powers of two): a fixed, data-independent
+    sample, as the blocks are, that no trend along the row can skew (a sample of
+    whole blocks of an ascending row misses the row's top or holds only it)."""
+    if CHUNK == 0:
+        col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
+    else:
+        slots = ((m - 2) * (B // CHUNK)).to(tl.int64)  # at least NS // CHUNK
+        run = (((e // CHUNK) * 2 + 1).to(tl.int64) * slots // (2 * NS // CHUNK)).to(tl.int32)
+        col = (first + 1) * B + run * CHUNK + e % CHUNK
+    return col
+
+
 @triton.jit(noinline=True)  # its registers apart from the stream loop's
 def _sample_bound(
     x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
     NS: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
-    SAMPLE_TOL: tl.constexpr, prof, PROFILE: tl.constexpr,
+    SAMPLE_TOL: tl.constexpr, CHUNK: tl.constexpr, prof, PROFILE: tl.constexpr,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
-    sample and compacting it to its rank. The sample (the first ``NS <= CAP``
-    elements of the first ``p = CAP // B`` middle blocks of the order, wholly in the
-    window) is read into registers and the rank :func:`_first_kk` of its ``NS`` keys
+    sample and compacting it to its rank. The sample (:func:`_sample_cols`: the first
+    ``NS <= CAP`` elements of the first ``p = CAP // B`` middle blocks of the order,
+    or chunks of CHUNK spread over all of them) is read into registers and the rank
+    :func:`_first_kk` of its ``NS`` keys
     found by :func:`_search_held`: that key is the bound (a smaller sample: a lower
     rank's key, so a lower bound, found with less work). The stream starts there, as
     at a preset key, from the order's first block, and reads the sample again (from
@@ -1158,8 +1179,7 @@ def _sample_bound(
     and ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
-    e = tl.arange(0, NS)
-    col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
+    col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK)
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     kk = _first_kk(sample_n * 0 + NS, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
     k_lo = tl.min(keys, axis=0)
@@ -1706,6 +1726,7 @@ def deepselect_rows_kernel(
     BURST: tl.constexpr = False,
     SAMPLE_TOL: tl.constexpr = 0,
     SAMPLE_KEYS: tl.constexpr = 0,
+    SAMPLE_CHUNK: tl.constexpr = 0,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -1824,7 +1845,7 @@ def deepselect_rows_kernel(
                         tk = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             INF_BITS, LARGEST, B, SAMPLE_KEYS, REG_SEARCH, SAMPLE_Z,
-                            SAMPLE_TOL, prof_row, PROFILE,
+                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
