@@ -23,9 +23,8 @@ from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
-    SHORT_SAMPLE_MAX_K,
-    SHORT_SAMPLE_N,
     W32_MID_BLOCKS,
+    W32_MID_MAX_K16,
     W32_MID_MAX_K32,
     LaunchConfig,
     _measured_triton,
@@ -729,37 +728,11 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
         assert stream_config(dtype, k, 4 * sm + 1, n, sm).programs_per_sm == CROWDED_PER_SM
 
 
-@pytest.mark.parametrize("measured", [True, False])
-def test_short_16bit_rows_take_a_smaller_sample(monkeypatch, measured):
-    """Where the sample's bound comes from registers (sample_pre, the measured Triton
-    release), 16-bit rows of up to SHORT_SAMPLE_N elements, k up to
-    SHORT_SAMPLE_MAX_K, take it from the sample's first 4096 keys, at any row count;
-    longer rows, larger k and 32-bit keys the whole sample. From the shape alone."""
-    import deepselect.triton_backend as tb
-
-    version = triton.__version__ if measured else "0.0"
-    monkeypatch.setattr(tb, "MEASURED_TRITON", version)
-    launch_config.cache_clear()
-    try:
-        sm = 132
-        for dtype in (torch.bfloat16, torch.float16, torch.float32):
-            assert launch_config(dtype, 512).sample_pre == measured
-            for k in (1, 512, 1024):
-                for n in (20_000, SHORT_SAMPLE_N, SHORT_SAMPLE_N + 1, 1 << 20):
-                    for rows in (1, 256, 4096):
-                        cfg = stream_config(dtype, k, rows, n, sm)
-                        short = dtype != torch.float32 and n <= SHORT_SAMPLE_N
-                        small = short and k <= SHORT_SAMPLE_MAX_K and cfg.sample_pre
-                        assert cfg.sample_keys == (4096 if small else 0), (dtype, k, n, rows)
-    finally:
-        launch_config.cache_clear()
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_mid_rows_take_the_warp_loop(dtype):
     """Rows of W32_MID_BLOCKS blocks up to w32_from take the warp-private loop with
     launch_config's searches at two programs per SM: 32-bit rows at any count, k up
-    to W32_MID_MAX_K32; 16-bit rows, k up to 512, unless their launch is crowded
+    to W32_MID_MAX_K32; 16-bit rows, k up to W32_MID_MAX_K16, unless their launch is crowded
     (three programs per SM, where a wave of rows is saved). Shorter rows and larger
     k keep the block-synchronous loop, longer rows stream_launch's w32 as before.
     From the shape alone."""
@@ -774,7 +747,7 @@ def test_mid_rows_take_the_warp_loop(dtype):
                 else:  # crowded: a wave saved at three per SM (k <= CROWDED_MAX_K)
                     waves = (-(-rows // (2 * sm)), -(-rows // (CROWDED_PER_SM * sm)))
                     crowded = rows > 2 * sm and waves[1] < waves[0]
-                    want = lo <= n < hi and k <= 512 and not crowded
+                    want = lo <= n < hi and k <= W32_MID_MAX_K16 and not crowded
                 assert cfg.w32 == want, (n, rows, k)
                 if want:  # the launch as launch_config's, in the warp-private loop
                     assert cfg == dataclasses.replace(launch_config(dtype, k), w32=True)

@@ -106,7 +106,9 @@ class LaunchConfig:
        elements of the sample (a power of two; 0: all ``CAP``): less to load and to
        search (the search is ~8 us of a bf16 row with 32 keys a thread), for a lower
        bound (rows of 64K: ~1,200 hits a row at CAP / 4 against ~850). Timed on an
-       H200: see :func:`stream_config`.
+       H200 (benchmarks/RESULTS.md): half the sample, bf16 256 x 64K 0.049 -> 0.045
+       ms, but its ascending rows 0.068 -> 0.097 (a one-block sample: see
+       ``sample_spread``), rows of 1M 0-3% slower. Off.
     sample_spread: with ``sample_pre``, the sample as runs of 128 bytes spread evenly
        over the row's middle blocks rather than whole blocks of the order. A block
        sample of a row with a trend misleads: an ascending row's sample that holds
@@ -341,15 +343,13 @@ CROWDED_PER_SM = 3
 """Programs per SM of a crowded launch (:func:`stream_config`)."""
 CROWDED_MAX_K = 512
 """The largest k that a crowded launch takes (:func:`stream_config`)."""
-SHORT_SAMPLE_N = 65536
-"""16-bit rows of up to this many elements take a sample of 4096 keys (:func:`stream_config`)."""
-SHORT_SAMPLE_MAX_K = 512
-"""... for k up to this (timed at k = 512 only)."""
 W32_MID_BLOCKS = 32
 """Rows of this many blocks or more, below ``w32_from``, take the warp-private loop
 where :func:`stream_config` says."""
 W32_MID_MAX_K32 = 2048
 """... for 32-bit keys, k up to this (timed at 512, 1024 and 2048)."""
+W32_MID_MAX_K16 = 512
+"""... for 16-bit keys, k up to this (timed at 512 only)."""
 
 
 def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
@@ -382,17 +382,11 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     against 0.608 ms, 512 x 256K 0.245 against 0.264; 768 x 256K, a wave saved,
     0.320 crowded against 0.356).
 
-    16-bit rows of up to SHORT_SAMPLE_N elements, k <= 512, take the sample's bound
-    from its first 4096 keys (``sample_keys``): the prologue's search is a fixed cost
-    a row, most of a short row's. Timed on an H200 (benchmarks/RESULTS.md): bf16 256
-    x 64K 0.049 -> 0.045 ms; rows of 1M 0-3% slower with it (more hits), so they keep
-    the whole sample.
-
     Rows of W32_MID_BLOCKS blocks or more, below ``w32_from``, take the warp-private
     loop (``w32``, with the launch's own key searches) at two programs per SM:
     32-bit rows at any row count (no crowded launch), k <= W32_MID_MAX_K32; 16-bit
-    rows, k <= 512, where they keep two programs per SM (a crowded launch stays
-    block-synchronous). The block-synchronous loop's per-block checks, with their
+    rows, k <= W32_MID_MAX_K16, where they keep two programs per SM (a crowded
+    launch stays block-synchronous). The block-synchronous loop's per-block checks, with their
     barrier's wait for the slowest warp, were a quarter of an fp32 sampler row (22 of
     87 us). Timed on an H200 (benchmarks/RESULTS.md), against the launch before: fp32
     129,280 sorted, k = 512, 256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096
@@ -403,8 +397,6 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     bf16 launches lost with it (768 x 256K +5%, 4096 x 256K +10%, 4096 x 128K +12%)."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
-    if cfg.sample_pre and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
-        cfg = dataclasses.replace(cfg, sample_keys=4096)
     mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
     if mid and not sixteen and k <= W32_MID_MAX_K32:
         return dataclasses.replace(cfg, w32=True)
@@ -417,7 +409,7 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
             rows, cfg.programs_per_sm * sm_count
         ):  # a wave of rows saved
             return crowded
-    if mid and k <= SHORT_SAMPLE_MAX_K:  # 16-bit rows at two programs per SM
+    if mid and k <= W32_MID_MAX_K16:  # 16-bit rows at two programs per SM
         return dataclasses.replace(cfg, w32=True)
     return cfg
 
