@@ -731,19 +731,20 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_mid_rows_take_the_warp_loop(dtype):
     """Rows of W32_MID_BLOCKS blocks up to w32_from take the warp-private loop with
-    launch_config's searches at two programs per SM: 32-bit rows at any count, k up
-    to W32_MID_MAX_K32; 16-bit rows, k up to W32_MID_MAX_K16, unless their launch is crowded
-    (three programs per SM, where a wave of rows is saved). Shorter rows and larger
-    k keep the block-synchronous loop, longer rows stream_launch's w32 as before.
-    From the shape alone."""
+    launch_config's searches at two programs per SM: 32-bit rows, k up to
+    W32_MID_MAX_K32, in up to two waves or where no launch crowds; 16-bit rows, k up
+    to W32_MID_MAX_K16, unless their launch is crowded (three programs per SM, where
+    a wave of rows is saved). Shorter rows and larger k keep the block-synchronous
+    loop, longer rows stream_launch's w32 as before. From the shape alone."""
     base, sm = launch_config(dtype, 512), 132
     lo, hi = W32_MID_BLOCKS * base.B, base.w32_from * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
         for rows in (1, 6, 2 * sm, 2 * sm + 1, 4 * sm, 4 * sm + 1, 4096):
             for k in (1, 512, 1024, 2048, 4096):
                 cfg = stream_config(dtype, k, rows, n, sm)
-                if dtype == torch.float32:
-                    want = lo <= n < hi and k <= W32_MID_MAX_K32
+                if dtype == torch.float32:  # up to two waves, or never crowded
+                    few = rows <= 4 * sm or k > CROWDED_MAX_K
+                    want = lo <= n < hi and k <= W32_MID_MAX_K32 and few
                 else:  # crowded: a wave saved at three per SM (k <= CROWDED_MAX_K)
                     waves = (-(-rows // (2 * sm)), -(-rows // (CROWDED_PER_SM * sm)))
                     crowded = rows > 2 * sm and waves[1] < waves[0]

@@ -384,13 +384,16 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
 
     Rows of W32_MID_BLOCKS blocks or more, below ``w32_from``, take the warp-private
     loop (``w32``, with the launch's own key searches) at two programs per SM:
-    32-bit rows at any row count (no crowded launch), k <= W32_MID_MAX_K32; 16-bit
-    rows, k <= W32_MID_MAX_K16, where they keep two programs per SM (a crowded
-    launch stays block-synchronous). The block-synchronous loop's per-block checks, with their
+    32-bit rows, k <= W32_MID_MAX_K32, where two waves of programs cover them or
+    where no crowded launch would (k > CROWDED_MAX_K); 16-bit rows, k <=
+    W32_MID_MAX_K16, where they keep two programs per SM (a crowded launch stays
+    block-synchronous). The block-synchronous loop's per-block checks, with their
     barrier's wait for the slowest warp, were a quarter of an fp32 sampler row (22 of
     87 us). Timed on an H200 (benchmarks/RESULTS.md), against the launch before: fp32
     129,280 sorted, k = 512, 256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096
-    rows 1.176 -> 1.136 (the crowded launch with w32: 1.180); k = 1024 256 / 4096
+    rows 1.176 -> 1.136 (the crowded launch with w32: 1.180) but rows of 32 distinct
+    values there 1.49-1.53 -> 1.76, so more than two waves keep the crowded launch;
+    k = 1024 256 / 4096
     rows 0.109 -> 0.099 / 1.582 -> 1.420, k = 2048 256 rows 0.164 -> 0.150; 256 x
     65,536 0.064 -> 0.060; bf16 256 x 256K 0.093 -> 0.083, 256 / 512 x 128K 0.065 ->
     0.062 / 0.122 -> 0.114; ascending fp32 129,280 -19%, bf16 256K +10%. The crowded
@@ -398,7 +401,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
-    if mid and not sixteen and k <= W32_MID_MAX_K32:
+    two_waves = rows <= 2 * cfg.programs_per_sm * sm_count
+    if mid and not sixteen and k <= W32_MID_MAX_K32 and (two_waves or k > CROWDED_MAX_K):
         return dataclasses.replace(cfg, w32=True)
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
