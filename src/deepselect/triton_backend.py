@@ -366,8 +366,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     so they, and fewer rows, keep :func:`launch_config`'s two programs per SM at 128
     registers.
 
-    A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks; for
-    32-bit keys, since the warp-private rule below, than W32_MID_BLOCKS) whose
+    A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks; 32-bit
+    rows of W32_MID_BLOCKS blocks or more only in more than two waves, see below) whose
     buffer holds two blocks' worst case without growing (32-bit keys: 8192 slots,
     blocks of 2048) also checks for compaction every second block
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
@@ -393,11 +393,11 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     129,280 sorted, k = 512, 256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096
     rows 1.176 -> 1.136 (the crowded launch with w32: 1.180) but rows of 32 distinct
     values there 1.49-1.53 -> 1.76, so more than two waves keep the crowded launch;
-    k = 1024 256 / 4096
-    rows 0.109 -> 0.099 / 1.582 -> 1.420, k = 2048 256 rows 0.164 -> 0.150; 256 x
-    65,536 0.064 -> 0.060; bf16 256 x 256K 0.093 -> 0.083, 256 / 512 x 128K 0.065 ->
-    0.062 / 0.122 -> 0.114; ascending fp32 129,280 -19%, bf16 256K +10%. The crowded
-    bf16 launches lost with it (768 x 256K +5%, 4096 x 256K +10%, 4096 x 128K +12%)."""
+    k = 1024 256 / 4096 rows 0.109 -> 0.099 / 1.582 -> 1.420, k = 2048 256 rows 0.164
+    -> 0.150; 256 x 65,536 0.064 -> 0.060; bf16 256 x 256K 0.093 -> 0.083, 256 / 512
+    x 128K 0.065 -> 0.062 / 0.122 -> 0.114; ascending fp32 129,280 -19%, bf16 256K
+    +10%. The crowded bf16 launches lost with it (768 x 256K +5%, 4096 x 256K +10%,
+    4096 x 128K +12%)."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B

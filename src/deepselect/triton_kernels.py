@@ -1167,16 +1167,15 @@ def _sample_bound(
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
     sample and compacting it to its rank. The sample (:func:`_sample_cols`: the first
     ``NS <= CAP`` elements of the first ``p = CAP // B`` middle blocks of the order,
-    or chunks of CHUNK spread over all of them) is read into registers and the rank
-    :func:`_first_kk` of its ``NS`` keys
-    found by :func:`_search_held`: that key is the bound (a smaller sample: a lower
-    rank's key, so a lower bound, found with less work). The stream starts there, as
-    at a preset key, from the order's first block, and reads the sample again (from
-    L2, most of it), its hits placed as any. SAMPLE_TOL > 0: the search may stop at
-    a key with between the rank and ``rank * (1 + 2^-SAMPLE_TOL)`` sampled keys at or
-    above it (a bound that much lower: still valid, as any bound at or below the
-    rank's key). PROFILE: the loads' and the search's cycles added to ``prof[9]``
-    and ``prof[10]``."""
+    or runs of CHUNK spread over all of them) is read into registers and the rank
+    :func:`_first_kk` of its ``NS`` keys found by :func:`_search_held`: that key is
+    the bound (a smaller sample: a lower rank's key, so a lower bound, found with less
+    work). The stream starts there, as at a preset key, from the order's first block,
+    and reads the sample again (from L2, most of it), its hits placed as any.
+    SAMPLE_TOL > 0: the search may stop at a key with between the rank and ``rank *
+    (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much lower: still
+    valid, as any bound at or below the rank's key). PROFILE: the loads' and the
+    search's cycles added to ``prof[9]`` and ``prof[10]``."""
     if PROFILE:
         t0 = _clock(sample_n)
     col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK)
