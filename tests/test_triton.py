@@ -92,8 +92,9 @@ def run_small(
     if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
         cfg = dataclasses.replace(cfg, sample_pre=pre)
     # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
-    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol, sample_keys=sample_keys)
-    cfg = dataclasses.replace(cfg, sample_spread=sample_spread)  # the sample as spread runs
+    # sample_keys / sample_spread: the bound from the sample's first N / from spread runs
+    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
+    cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -706,7 +707,7 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     both cover in two). Decided from the shape alone."""
     base = launch_config(dtype, k)
     sm = 132
-    # rows below the warp-private loop's (test_one_wave_rows_take_the_warp_loop), and at it
+    # rows below the warp-private loop's (test_mid_rows_take_the_warp_loop), and at it
     short_n, long_n = W32_MID_BLOCKS * base.B - 1, base.w32_from * base.B
     for n in (short_n, long_n):
         for rows in (1, 2 * sm):

@@ -413,7 +413,7 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
             rows, cfg.programs_per_sm * sm_count
         ):  # a wave of rows saved
             return crowded
-    if mid and k <= W32_MID_MAX_K16:  # 16-bit rows at two programs per SM
+    if mid and sixteen and k <= W32_MID_MAX_K16:  # at two programs per SM
         return dataclasses.replace(cfg, w32=True)
     return cfg
 
