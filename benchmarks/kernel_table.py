@@ -159,6 +159,7 @@ FLAGS = {  # launch variants that set fields of the launch
     "lean": dict(lean_final=True),
     "tiesrank": dict(ties_rank=True),
     "spread": dict(sample_spread=True),
+    "nospread": dict(sample_spread=False),
     "noregties": dict(reg_ties=False),
     "radix": dict(radix_search=True),
     "noradix": dict(radix_search=False),
@@ -250,7 +251,7 @@ def main() -> None:
             "burst (a check that finds k new candidates compacts at once; with pre), "
             "stolN (the sample's bound searched to within rank * 2^-N; with pre), skN (that "
             "bound from the sample's first N elements; with pre), spread (the sample as "
-            "128-byte runs spread over the row; with pre), "
+            "128-byte runs spread over the row; with pre; nospread: whole blocks), "
             "noballot (hits always placed with a shuffle scan), nofast (every hit lane runs "
             "the exact test), nosingle (a lane's one hit placed by the general loop), twobar "
             "(the per-block trigger as tl.sum), noregties (tie-index search by chunked "

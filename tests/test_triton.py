@@ -23,6 +23,8 @@ from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
+    SHORT_SAMPLE_MAX_K,
+    SHORT_SAMPLE_N,
     W32_MID_BLOCKS,
     W32_MID_MAX_K16,
     W32_MID_MAX_K32,
@@ -731,6 +733,34 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
         per_sm = stream_config(dtype, k, 512, n, sm).programs_per_sm
         assert per_sm == (CROWDED_PER_SM if every2 else base.programs_per_sm)
         assert stream_config(dtype, k, 4 * sm + 1, n, sm).programs_per_sm == CROWDED_PER_SM
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_short_16bit_rows_take_half_a_spread_sample(monkeypatch, measured):
+    """Where the sample's bound comes from registers and the sample is spread
+    (sample_pre, sample_spread: the measured Triton release), 16-bit rows of up to
+    SHORT_SAMPLE_N elements, k up to SHORT_SAMPLE_MAX_K, take it from the sample's
+    first 4096 keys, at any row count; longer rows, larger k and 32-bit keys the
+    whole sample. From the shape alone."""
+    import deepselect.triton_backend as tb
+
+    version = triton.__version__ if measured else "0.0"
+    monkeypatch.setattr(tb, "MEASURED_TRITON", version)
+    launch_config.cache_clear()
+    try:
+        sm = 132
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            assert launch_config(dtype, 512).sample_pre == measured
+            assert launch_config(dtype, 512).sample_spread == measured
+            for k in (1, 512, 1024):
+                for n in (20_000, SHORT_SAMPLE_N, SHORT_SAMPLE_N + 1, 1 << 20):
+                    for rows in (1, 256, 4096):
+                        cfg = stream_config(dtype, k, rows, n, sm)
+                        short = dtype != torch.float32 and n <= SHORT_SAMPLE_N
+                        half = short and k <= SHORT_SAMPLE_MAX_K and measured
+                        assert cfg.sample_keys == (4096 if half else 0), (dtype, k, n, rows)
+    finally:
+        launch_config.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -107,14 +107,19 @@ class LaunchConfig:
        search (the search is ~8 us of a bf16 row with 32 keys a thread), for a lower
        bound (rows of 64K: ~1,200 hits a row at CAP / 4 against ~850). Timed on an
        H200 (benchmarks/RESULTS.md): half the sample, bf16 256 x 64K 0.049 -> 0.045
-       ms, but its ascending rows 0.068 -> 0.097 (a one-block sample: see
-       ``sample_spread``), rows of 1M 0-3% slower. Off.
+       ms, but its ascending rows 0.068 -> 0.097 as a one-block sample (see
+       ``sample_spread``; spread, 0.064 against 0.068 with the whole sample), rows of
+       1M 0-3% slower. See :func:`stream_config`.
     sample_spread: with ``sample_pre``, the sample as runs of 128 bytes spread evenly
        over the row's middle blocks rather than whole blocks of the order. A block
        sample of a row with a trend misleads: an ascending row's sample that holds
        its top block puts the bound above the k-th, and the row is selected again
        (on an H200 ascending fp32 256 x 129,280 took 2-3.5x the normal rows' time,
-       bf16 256 x 64K with a one-block sample 2.2x). Off: untimed.
+       bf16 256 x 64K with a one-block sample 2.2x). Timed on an H200
+       (benchmarks/RESULTS.md): fp32 256 x 129,280 sorted, ascending rows 0.141 ->
+       0.070 ms, normal ones 0.080 -> 0.082; bf16 256 x 64K even (0.048), and with
+       half the sample ascending rows 0.064 against 0.068 with the whole block
+       sample. On with ``sample_pre``.
     search_tol: with ``reg_search``, a compaction before the last may stop its key
        search once between kk and kk * (1 + 2^-search_tol) candidates lie at or above
        the key (all of them survive; the threshold is then that much looser): fewer
@@ -247,7 +252,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
         B=B, CAP=cap, B2=cap - k - B, KP=max(16, _next_pow2(k)), reg_search=cap <= 8192,
         vec=True, search_tol=2 if bits == 32 else 0, one_barrier=measured, reg_ties=measured,
         tri_search=bits == 32 and measured, sample_pre=measured, sample_tol=2 if bits == 32 else 0,
-        lean_final=bits == 32,
+        sample_spread=measured, lean_final=bits == 32,
     )  # fmt: skip
 
 
@@ -343,6 +348,11 @@ CROWDED_PER_SM = 3
 """Programs per SM of a crowded launch (:func:`stream_config`)."""
 CROWDED_MAX_K = 512
 """The largest k that a crowded launch takes (:func:`stream_config`)."""
+SHORT_SAMPLE_N = 65536
+"""16-bit rows of up to this many elements take a spread sample of 4096 keys
+(:func:`stream_config`)."""
+SHORT_SAMPLE_MAX_K = 512
+"""... for k up to this (timed at k = 512 only)."""
 W32_MID_BLOCKS = 32
 """Rows of this many blocks or more, below ``w32_from``, take the warp-private loop
 where :func:`stream_config` says."""
@@ -382,6 +392,14 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     against 0.608 ms, 512 x 256K 0.245 against 0.264; 768 x 256K, a wave saved,
     0.320 crowded against 0.356).
 
+    16-bit rows of up to SHORT_SAMPLE_N elements, k <= SHORT_SAMPLE_MAX_K, whose
+    sample is spread (``sample_spread``) take its bound from its first 4096 keys
+    (``sample_keys``): the prologue's search is a fixed cost a row, most of a short
+    row's. Timed on an H200 (benchmarks/RESULTS.md): bf16 256 x 64K 0.048 -> 0.044
+    ms, its ascending rows 0.068 -> 0.064 (a one-block half sample had put them at
+    0.097); rows of 1M 0-3% slower with half a block sample (more hits), so they
+    keep the whole sample.
+
     Rows of W32_MID_BLOCKS blocks or more, below ``w32_from``, take the warp-private
     loop (``w32``, with the launch's own key searches) at two programs per SM:
     32-bit rows, k <= W32_MID_MAX_K32, where two waves of programs cover them or
@@ -400,6 +418,8 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     4096 x 128K +12%)."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
+    if cfg.sample_spread and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
+        cfg = dataclasses.replace(cfg, sample_keys=4096)
     mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
     two_waves = rows <= 2 * cfg.programs_per_sm * sm_count
     if mid and not sixteen and k <= W32_MID_MAX_K32 and (two_waves or k > CROWDED_MAX_K):
