@@ -79,10 +79,11 @@ def test_short_path_builds_with_k_one():
 
 
 def test_crowded_stream_launch_builds_at_its_cap():
-    """The crowded fp32 launch as run_triton takes it on an H200 (stream_config: three
-    programs per SM, a check every second block, the first compaction's bound) for
-    rows shorter than W32_MID_BLOCKS blocks and for the sampler's rows in more than
-    two waves, sorted, assembles within its 80-register cap."""
+    """The crowded fp32 launches as run_triton takes them on an H200 (stream_config:
+    three programs per SM), sorted, assemble within their 80-register cap: rows
+    shorter than W32_MID_BLOCKS blocks block-synchronous (a check every second block,
+    the first compaction's bound), the sampler's rows in more than two waves in the
+    warp-private loop."""
     for shape in ("4096x60000", "4096x129280"):
         (line,) = compile_check("--stream", shape, "--dtype", "fp32", "--order", "value")
         assert int(re.search(r"regs=(\d+)", line).group(1)) <= 80, (shape, line)

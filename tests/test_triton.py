@@ -33,6 +33,7 @@ from deepselect.triton_backend import (
     _next_pow2,
     kernel_constants,
     launch_config,
+    occupancy_variant,
     run_triton,
     stream_config,
     stream_launch,
@@ -766,27 +767,35 @@ def test_short_16bit_rows_take_half_a_spread_sample(monkeypatch, measured):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_mid_rows_take_the_warp_loop(dtype):
     """Rows of W32_MID_BLOCKS blocks up to w32_from take the warp-private loop with
-    launch_config's searches at two programs per SM: 32-bit rows, k up to
-    W32_MID_MAX_K32, in up to two waves or where no launch crowds; 16-bit rows, k up
-    to W32_MID_MAX_K16, unless their launch is crowded (three programs per SM, where
-    a wave of rows is saved). Shorter rows and larger k keep the block-synchronous
-    loop, longer rows stream_launch's w32 as before. From the shape alone."""
+    launch_config's searches: 32-bit rows, k up to W32_MID_MAX_K32, at two programs
+    per SM in up to two waves or where no launch crowds, else at CROWDED_PER_SM per
+    SM (the register-held search and the sample's bound from registers kept); 16-bit
+    rows, k up to W32_MID_MAX_K16, unless their launch is crowded (three programs per
+    SM, where a wave of rows is saved). Shorter rows and larger k keep the
+    block-synchronous loop, longer rows stream_launch's w32 as before. From the
+    shape alone."""
     base, sm = launch_config(dtype, 512), 132
     lo, hi = W32_MID_BLOCKS * base.B, base.w32_from * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
         for rows in (1, 6, 2 * sm, 2 * sm + 1, 4 * sm, 4 * sm + 1, 4096):
             for k in (1, 512, 1024, 2048, 4096):
                 cfg = stream_config(dtype, k, rows, n, sm)
-                if dtype == torch.float32:  # up to two waves, or never crowded
-                    few = rows <= 4 * sm or k > CROWDED_MAX_K
-                    want = lo <= n < hi and k <= W32_MID_MAX_K32 and few
+                few = rows <= 4 * sm or k > CROWDED_MAX_K  # up to two waves, or never crowded
+                if dtype == torch.float32:
+                    want = lo <= n < hi and k <= W32_MID_MAX_K32
                 else:  # crowded: a wave saved at three per SM (k <= CROWDED_MAX_K)
                     waves = (-(-rows // (2 * sm)), -(-rows // (CROWDED_PER_SM * sm)))
                     crowded = rows > 2 * sm and waves[1] < waves[0]
                     want = lo <= n < hi and k <= W32_MID_MAX_K16 and not crowded
                 assert cfg.w32 == want, (n, rows, k)
                 if want:  # the launch as launch_config's, in the warp-private loop
-                    assert cfg == dataclasses.replace(launch_config(dtype, k), w32=True)
+                    base_k = launch_config(dtype, k)
+                    if not few:  # crowded: three per SM at the cap that fits them
+                        assert cfg.programs_per_sm == CROWDED_PER_SM, (n, rows, k)
+                        assert cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
+                        assert cfg.samples_in_registers == base_k.samples_in_registers
+                        base_k = occupancy_variant(base_k, CROWDED_PER_SM, reg_search=True)
+                    assert cfg == dataclasses.replace(base_k, w32=True)
                     assert stream_launch(dtype, k, rows, n, sm) == cfg
                 launched = stream_launch(dtype, k, rows, n, sm)
                 assert launched.w32 == (want or n >= hi), (n, rows, k)
@@ -803,14 +812,18 @@ def test_key_search_by_key_width():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_gpu_crowded_rows_by_default(dtype):
+@pytest.mark.parametrize(
+    "dtype,mid", [(torch.bfloat16, False), (torch.float32, False), (torch.float32, True)]
+)
+def test_gpu_crowded_rows_by_default(dtype, mid):
     """More rows than two programs per SM take the crowded launch by default (fp32:
-    a compaction check every second block) and stay exact on adversarial inputs,
-    both directions, sorted and unsorted, with windows."""
+    a compaction check every second block; fp32 rows of W32_MID_BLOCKS blocks or more
+    in more than two waves: the warp-private loop) and stay exact on adversarial
+    inputs, both directions, sorted and unsorted, with windows."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
-    rows, n, k = 2 * sm + 5, 20_000, 512
-    assert stream_config(dtype, k, rows, n, sm).programs_per_sm == CROWDED_PER_SM
+    rows, n, k = (4 * sm + 5, 70_000, 512) if mid else (2 * sm + 5, 20_000, 512)
+    cfg = stream_config(dtype, k, rows, n, sm)
+    assert (cfg.programs_per_sm, cfg.w32) == (CROWDED_PER_SM, mid)
     g = torch.Generator(device="cuda").manual_seed(6)
     begin = torch.randint(0, 5_000, (rows,), device="cuda", generator=g)
     for kind in ("normal", "ascending", "distinct2", "nan_hotspots", "staircase"):

@@ -377,7 +377,7 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     registers.
 
     A crowded block-synchronous launch (rows shorter than ``w32_from`` blocks; 32-bit
-    rows of W32_MID_BLOCKS blocks or more only in more than two waves, see below) whose
+    rows shorter than W32_MID_BLOCKS blocks, see below) whose
     buffer holds two blocks' worst case without growing (32-bit keys: 8192 slots,
     blocks of 2048) also checks for compaction every second block
     (:func:`check_variant`): fp32 4096 x 129,280 sorted 1.64 -> 1.30 ms in one call;
@@ -403,9 +403,10 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     Rows of W32_MID_BLOCKS blocks or more, below ``w32_from``, take the warp-private
     loop (``w32``, with the launch's own key searches) at two programs per SM:
     32-bit rows, k <= W32_MID_MAX_K32, where two waves of programs cover them or
-    where no crowded launch would (k > CROWDED_MAX_K); 16-bit rows, k <=
-    W32_MID_MAX_K16, where they keep two programs per SM (a crowded launch stays
-    block-synchronous). The block-synchronous loop's per-block checks, with their
+    where no crowded launch would (k > CROWDED_MAX_K), else at CROWDED_PER_SM per SM
+    with the register-held key search and the sample's bound from registers; 16-bit
+    rows, k <= W32_MID_MAX_K16, where they keep two programs per SM (a crowded launch
+    stays block-synchronous). The block-synchronous loop's per-block checks, with their
     barrier's wait for the slowest warp, were a quarter of an fp32 sampler row (22 of
     87 us). Timed on an H200 (benchmarks/RESULTS.md), against the launch before: fp32
     129,280 sorted, k = 512, 256 rows 0.090 -> 0.082 ms, 512 rows 0.223 -> 0.155, 4096
@@ -415,15 +416,21 @@ def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) 
     -> 0.150; 256 x 65,536 0.064 -> 0.060; bf16 256 x 256K 0.093 -> 0.083, 256 / 512
     x 128K 0.065 -> 0.062 / 0.122 -> 0.114; ascending fp32 129,280 -19%, bf16 256K
     +10%. The crowded bf16 launches lost with it (768 x 256K +5%, 4096 x 256K +10%,
-    4096 x 128K +12%)."""
+    4096 x 128K +12%). Crowded fp32 129,280 sorted, 4096 rows, against the crowded
+    block-synchronous launch (a check every second block, the bound from the first
+    compaction): 1.193 -> 0.976 ms, ascending rows 1.757 -> 0.810, rows of 32
+    distinct values 1.486 -> 1.528."""
     cfg = launch_config(dtype, k)
     sixteen = dtype in (torch.bfloat16, torch.float16)
     if cfg.sample_spread and sixteen and n <= SHORT_SAMPLE_N and k <= SHORT_SAMPLE_MAX_K:
         cfg = dataclasses.replace(cfg, sample_keys=4096)
     mid = cfg.w32_from and W32_MID_BLOCKS * cfg.B <= n < cfg.w32_from * cfg.B
     two_waves = rows <= 2 * cfg.programs_per_sm * sm_count
-    if mid and not sixteen and k <= W32_MID_MAX_K32 and (two_waves or k > CROWDED_MAX_K):
-        return dataclasses.replace(cfg, w32=True)
+    if mid and not sixteen and k <= W32_MID_MAX_K32:
+        if two_waves or k > CROWDED_MAX_K:
+            return dataclasses.replace(cfg, w32=True)
+        crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
+        return dataclasses.replace(crowded, w32=True)  # the sample's bound from registers
     if rows > cfg.programs_per_sm * sm_count and k <= CROWDED_MAX_K:
         crowded = occupancy_variant(cfg, CROWDED_PER_SM, reg_search=True)
         every2 = check_variant(crowded, k, 2)
