@@ -12,11 +12,15 @@ at any batch, e.g. ``split16384``), each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included). The
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
+``--levels`` also times a split plan's launches one level at a time (its first i
+levels, for each i: the candidates of a prefix are written, the outputs untouched),
+and prints each level's share: where a split's time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import kernel_table
 import torch
@@ -54,6 +58,9 @@ def main() -> None:
         help="these shapes instead of the table's (k = 512)",
     )
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
+    p.add_argument(
+        "--levels", action="store_true", help="each level of a split plan timed on its own"
+    )
     a = p.parse_args()
     timer = time_graph_ms if a.graph else time_ms
     kernel_table.SYNC = not a.graph  # eager: one call at a time, its host work included
@@ -116,8 +123,34 @@ def main() -> None:
                 f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
                 flush=True,
             )
+            if a.levels and plan is not None and len(plan.levels) > 1:
+                each = level_times(plan, inputs, k, timer, a.repeats, t_short)
+                print(f"    levels, ms each: {each}", flush=True)
         del inputs
         torch.cuda.empty_cache()
+
+
+def level_times(plan, inputs, k, timer, repeats, t_all) -> str:
+    """Each level's time in a split plan: the time of its first i levels (a prefix
+    writes only candidates) less that of the first i - 1; the last level's from the
+    whole plan's time ``t_all``."""
+    opt = TopkOptions()
+    prev, parts = 0.0, []
+    for i in range(1, len(plan.levels) + 1):
+        if i < len(plan.levels):
+            head = dataclasses.replace(plan, levels=plan.levels[:i])
+
+            def run(x, head=head):
+                i_out = torch.empty((x.shape[0], k), dtype=torch.int32, device="cuda")
+                run_short(x, k, opt, None, i_out, head)
+
+            t = timer(run, inputs, repeats)
+        else:
+            t = t_all
+        lv = plan.levels[i - 1]
+        parts.append(f"{lv.L}x{lv.nseg} {t - prev:.4f}")
+        prev = t
+    return ", ".join(parts)
 
 
 if __name__ == "__main__":
