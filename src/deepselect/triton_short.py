@@ -196,6 +196,7 @@ def _prefilter(
     LARGEST: tl.constexpr,
     RAW16: tl.constexpr,
     RADIX_BITS: tl.constexpr,
+    CM: tl.constexpr = "",
 ):
     """A threshold ``thr`` at or below the k-th largest valid key, likely, and the
     count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
@@ -218,8 +219,8 @@ def _prefilter(
         span = tl.minimum(hi, s0 + L) - a
         pos = a + (span * tl.arange(0, S)) // S
         if SRC_CAND:
-            sk = tl.load(sk_row + pos).to(tl.uint32, bitcast=True)
-            sk = tl.where(tl.load(si_row + pos) >= 0, sk, 0)
+            sk = tl.load(sk_row + pos, cache_modifier=CM).to(tl.uint32, bitcast=True)
+            sk = tl.where(tl.load(si_row + pos, cache_modifier=CM) >= 0, sk, 0)
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
@@ -256,14 +257,13 @@ def _running_count(v, NT: tl.constexpr):
 
 
 @triton.jit
-def _compact(keys, idx, thr, c, scr_ptr, CAND: tl.constexpr, NT: tl.constexpr):
+def _compact(keys, idx, thr, c, base, CAND: tl.constexpr, NT: tl.constexpr):
     """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in position
     order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
-    written as packed ``key << 32 | index`` words to this program's row of the
-    scratch ``scr [programs, CAND]`` at their rank among the kept, and read back."""
+    written as packed ``key << 32 | index`` words to this program's scratch row
+    ``base`` (at least ``CAND`` words) at their rank among the kept, and read back."""
     f = keys >= thr
     slot = _running_count(f.to(tl.int32), NT) - 1
-    base = scr_ptr + tl.program_id(0).to(tl.int64) * CAND
     word = (keys.to(tl.int64) << 32) | idx.to(tl.int64)
     tl.store(base + slot, word, mask=f)
     tl.debug_barrier()  # every write before the read-back
@@ -290,6 +290,7 @@ def _finish(
     dk_ptr,
     di_ptr,
     DC,
+    U,
     ov_ptr,
     oi_ptr,
     stride_ovr,
@@ -327,7 +328,8 @@ def _finish(
     """Steps 2-4 for the elements held (``keys``/``idx`` of any power-of-two length,
     invalid ones with key 0): the pivot key, every selected element's slot, and the
     writes (candidate pairs or the caller's outputs). ``nv``/``kmax``/``kmin``: the
-    count and key range of the valid ones."""
+    count and key range of the valid ones. Candidates go to ``[seg * U, seg * U + U)``
+    of the row's ``DC`` columns, padded with index -1 past the selection (``U >= k``)."""
     row64 = row.to(tl.int64)
     # 2. pivot key
     if RADIX:
@@ -347,10 +349,10 @@ def _finish(
 
     q = tl.arange(0, KP)
     if DST_CAND:
-        base = row64 * DC + seg * k
+        base = row64 * DC + seg * U
         tl.store(dk_ptr + base + slot, keys.to(tl.int32, bitcast=True), mask=sel)
         tl.store(di_ptr + base + slot, idx, mask=sel)
-        tl.store(di_ptr + base + q, tl.full([KP], -1, tl.int32), mask=(q >= kk) & (q < k))
+        tl.store(di_ptr + base + q, tl.full([KP], -1, tl.int32), mask=(q >= kk) & (q < U))
     else:
         if OFF_TENSOR:
             off = tl.load(off_ptr + row).to(tl.int64)
@@ -400,6 +402,144 @@ def _finish(
                 tl.store(ov_row + s64 * stride_ovc, v, mask=sel)
                 fv = tl.full([KP], 0, tl.int32) + fill_bits
                 tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
+
+
+@triton.jit
+def _slice_topk(
+    x_row,
+    stride_xc,
+    N,
+    row,
+    seg,
+    begin_ptr,
+    end_ptr,
+    src_k,
+    src_i,
+    C,
+    dk_ptr,
+    di_ptr,
+    DC,
+    U,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    L,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
+    scr_base,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    SRC_CAND: tl.constexpr,
+    DST_CAND: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    NMAX: tl.constexpr,
+    KP: tl.constexpr,
+    NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
+    RADIX: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
+    PREFILTER: tl.constexpr,
+    CAND: tl.constexpr,
+    NT: tl.constexpr,
+    PAGED: tl.constexpr,
+    PAGE_SHIFT: tl.constexpr,
+    HAS_R2B: tl.constexpr,
+    CM: tl.constexpr,
+):
+    """Exact top-k of slice ``seg`` of row ``row`` (see :func:`short_rows_kernel`):
+    ``src_k``/``src_i`` the row's candidate pairs (``C`` columns valid) in candidate
+    mode; ``scr_base`` the program's prefilter scratch; ``CM`` the candidates' load
+    cache modifier (".cg" where other programs of the same launch wrote them)."""
+    o = _spread(NMAX, NT)
+    pos_in = seg * L + o
+    if SRC_CAND:
+        inr = (o < L) & (pos_in < C)
+        idx = tl.load(src_i + pos_in, mask=inr, other=-1, cache_modifier=CM)
+        keys = tl.load(src_k + pos_in, mask=inr, other=0, cache_modifier=CM)
+        keys = keys.to(tl.uint32, bitcast=True)
+        valid = idx >= 0
+        lo = 0
+        hi = C
+    else:
+        if HAS_WINDOW:
+            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+        else:
+            lo = 0
+            hi = N
+        idx = pos_in
+        valid = (o < L) & (idx >= lo) & (idx < hi)
+        # the load's mask on 16-byte bounds (inside the row), so that it stays one
+        # vector load per 16 bytes; elements outside the window are read, not used
+        V: tl.constexpr = 8 if RAW16 else 4
+        lo_v = (lo // V) * V
+        hi_v = ((hi + V - 1) // V) * V
+        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+
+    # invalid elements get key 0: below every pivot and never above P, so that only
+    # the stats and the ties at P need the mask (not every step of the search)
+    keys = tl.where(valid, keys, 0).to(tl.uint32)
+    # 1. count and key range of the valid elements
+    if FUSED_STATS:  # one block-wide reduction
+        nv, kmax, kmin = tl.reduce(
+            (
+                valid.to(tl.int32),
+                keys,
+                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
+            ),
+            0,
+            _stats_combine,
+        )
+    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
+        nv = tl.sum(valid.to(tl.int32), axis=0)
+        kmax = tl.max(keys, axis=0)
+        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
+    # 2-4. the selection from what is held: first, where it pays, a sampled threshold
+    # keeps only the elements at or above it (see _prefilter)
+    use = False
+    thr = kmin
+    c = nv
+    if PREFILTER:
+        thr, c = _prefilter(
+            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
+            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
+        )  # fmt: skip
+        use = (thr > 0) & (c >= k) & (c <= CAND)
+    if use:
+        ck, ci = _compact(keys, idx, thr, c, scr_base, CAND, NT)
+        _finish(
+            ck, ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
+            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
+            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+        )  # fmt: skip
+    else:
+        _finish(
+            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
+            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
+            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -475,81 +615,15 @@ def short_rows_kernel(
     row = pid // nseg
     seg = pid % nseg
     row64 = row.to(tl.int64)
-    x_row = x_ptr + row64 * stride_xr
-    o = _spread(NMAX, NT)
-    pos_in = seg * L + o
-    if SRC_CAND:
-        inr = (o < L) & (pos_in < C)
-        idx = tl.load(si_ptr + row64 * C + pos_in, mask=inr, other=-1)
-        keys = tl.load(sk_ptr + row64 * C + pos_in, mask=inr, other=0)
-        keys = keys.to(tl.uint32, bitcast=True)
-        valid = idx >= 0
-        lo = 0
-        hi = C
-    else:
-        if HAS_WINDOW:
-            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-        else:
-            lo = 0
-            hi = N
-        idx = pos_in
-        valid = (o < L) & (idx >= lo) & (idx < hi)
-        # the load's mask on 16-byte bounds (inside the row), so that it stays one
-        # vector load per 16 bytes; elements outside the window are read, not used
-        V: tl.constexpr = 8 if RAW16 else 4
-        lo_v = (lo // V) * V
-        hi_v = ((hi + V - 1) // V) * V
-        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
-        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
-        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-
-    # invalid elements get key 0: below every pivot and never above P, so that only
-    # the stats and the ties at P need the mask (not every step of the search)
-    keys = tl.where(valid, keys, 0).to(tl.uint32)
-    # 1. count and key range of the valid elements
-    if FUSED_STATS:  # one block-wide reduction
-        nv, kmax, kmin = tl.reduce(
-            (
-                valid.to(tl.int32),
-                keys,
-                tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32),
-            ),
-            0,
-            _stats_combine,
-        )
-    else:  # the same as three reductions (the interpreter runs a tuple reduce slowly)
-        nv = tl.sum(valid.to(tl.int32), axis=0)
-        kmax = tl.max(keys, axis=0)
-        kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
-    # 2-4. the selection from what is held: first, where it pays, a sampled threshold
-    # keeps only the elements at or above it (see _prefilter)
-    use = False
-    thr = kmin
-    c = nv
-    if PREFILTER:
-        thr, c = _prefilter(
-            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, sk_ptr + row64 * C,
-            si_ptr + row64 * C, SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16,
-            RADIX_BITS,
-        )  # fmt: skip
-        use = (thr > 0) & (c >= k) & (c <= CAND)
-    if use:
-        ck, ci = _compact(keys, idx, thr, c, scr_ptr, CAND, NT)
-        _finish(
-            ck, ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
-            DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
-        )  # fmt: skip
-    else:
-        _finish(
-            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
-            DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
-        )  # fmt: skip
+    _slice_topk(
+        x_ptr + row64 * stride_xr, stride_xc, N, row, seg, begin_ptr, end_ptr,
+        sk_ptr + row64 * C, si_ptr + row64 * C, C, dk_ptr, di_ptr, DC, k, ov_ptr, oi_ptr,
+        stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
+        fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
+        DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX,
+        RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------- the plan
