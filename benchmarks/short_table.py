@@ -7,8 +7,9 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), ``splitN`` (rows of up to N split into short segments
-at any batch, e.g. ``split16384``), each optionally with a register cap,
+``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch),
+``splitN`` (rows of up to N split into short segments at any batch, e.g.
+``split16384``), each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included). The
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
@@ -49,7 +50,8 @@ def main() -> None:
         "--variant",
         default="radix",
         help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
-        "splitN (rows of up to N split at any batch); @CAP",
+        "fused (a split's merges in its launch), splitN (rows of up to N split at any "
+        "batch); @CAP",
     )
     p.add_argument(
         "--only",

@@ -157,15 +157,22 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     # the arguments run_short launches each level with (its compile-time ones, warps,
     # register cap); the page map's flags, left at their defaults there, spelled out
     defaults = {"PAGED": False, "PAGE_SHIFT": 0, "HAS_R2B": False}
+    kernel, signature = triton_short.short_rows_kernel, triton_short.kernel_signature
+    levels = plan.levels
+    if plan.in_launch:  # one launch: compiled once, reported as its first level
+        kernel, signature = triton_short.split_fused_kernel, triton_short.in_launch_signature
+        levels = plan.levels[:1]
+        for i in range(2, triton_short.MAX_IN_LAUNCH + 1):
+            defaults.update({f"M{i}": 0, f"P{i}": False, f"C{i}": 0})
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
-    for lv, kw in zip(plan.levels, launch, strict=True):
+    for lv, kw in zip(levels, launch, strict=True):
         consts = {**defaults, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         if k == 1:
             consts["k"] = 1
-        sig = triton_short.kernel_signature(dtype, False)
+        sig = signature(dtype, False)
         sig.update({name: "constexpr" for name in consts})
-        src = ASTSource(triton_short.short_rows_kernel, sig, constexprs=consts)
+        src = ASTSource(kernel, sig, constexprs=consts)
         c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
         out.append((lv, opts.get("maxnreg"), c))
     return triton_short.describe(plan), out
@@ -285,7 +292,8 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="with --short: pivot searches, radix / radixB / old, each @CAP: a register cap",
+        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / fused), "
+        "each @CAP: a register cap",
     )
     p.add_argument(
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"

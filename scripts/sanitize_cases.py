@@ -6,7 +6,8 @@ NVIDIA compute-sanitizer, each result checked against the oracle.
 
 ``block``: the streaming kernel's block-synchronous loop (bf16 / fp16 / fp32, largest
 and smallest, windows that cut blocks, sorted outputs), the short-row kernel and the
-split path (segments and merge levels). ``w32``: the streaming kernel's warp-private
+split path (segments and merge levels, in launches of their own and in one).
+``w32``: the streaming kernel's warp-private
 loop, whose warps poll a few shared-memory flags that other warps set without a
 barrier between them (by design: a warp sees a flag one step late at worst), which
 racecheck reports as hazards on those words. Exit status 1 if any result differs
@@ -27,6 +28,7 @@ from deepselect.bench import EXACT, check_against_oracle
 from deepselect.distributions import make
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import launch_config, run_triton
+from deepselect.triton_short import ShortConfig, run_short, short_path
 
 
 def stream(
@@ -64,6 +66,27 @@ def short_and_split(dtype, dev="cuda", scale=1) -> bool:
     return ok
 
 
+def split_in_launch(dtype, dev="cuda", scale=1) -> bool:
+    """Two long rows split with every merge in the one launch (the last program of a
+    group to finish merges it: candidates read across programs, counters)."""
+    rows, n, k = 2, 400_000 // scale, 512 // scale
+    x = make("distinct32", rows, n, dtype, dev, seed=3)
+    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
+    cfg = ShortConfig(merge_in_launch=True)
+    if scale > 1:  # slices of the interpreter's size, several merge levels
+        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, merge_in_launch=True)
+    ok = True
+    for order in (Order.NONE, Order.VALUE):
+        opt = TopkOptions(order=order)
+        plan = short_path(x, k, opt, sm, cfg)
+        ok &= plan is not None and plan.in_launch
+        ov = torch.empty((rows, k), dtype=dtype, device=dev)
+        oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
+        run_short(x, k, opt, ov, oi, plan)
+        ok &= check_against_oracle(x, ov, oi, k, opt, max_rows=rows) == EXACT
+    return ok
+
+
 def cases(which: str, dev: str = "cuda", scale: int = 1):
     """(name, thunk) pairs of the chosen set."""
     out = []
@@ -76,6 +99,7 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
         out.append((name, stream, (torch.bfloat16, True, Order.NONE, False, False)))
         for dtype in (torch.bfloat16, torch.float32):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
+        out.append(("split in one launch bf16", split_in_launch, (torch.bfloat16,)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):

@@ -21,9 +21,11 @@ from deepselect.options import Order
 from deepselect.triton_backend import _RAW
 from deepselect.triton_short import (
     CROWDED,
+    MAX_IN_LAUNCH,
     ShortConfig,
     _launch_kwargs,
     describe,
+    prefilters,
     run_short,
     short_path,
 )
@@ -289,6 +291,65 @@ def test_split_windows_and_fills():
     )
 
 
+def in_launch(cfg: ShortConfig) -> ShortConfig:
+    return dataclasses.replace(cfg, merge_in_launch=True)
+
+
+def test_plan_in_launch():
+    """The in-launch split: the same segments, merge groups of whole units of kp
+    columns (at least two), each level's groups the next level's units, the last
+    level one group writing the outputs, all at the segments' warps; as many levels
+    as the kernel runs, else the plan of one launch per level."""
+    opt = TopkOptions()
+    for shape, k in (((1, 2**20), 512), ((6, 2**20), 512), ((1, 2**20), 1231), ((3, 9000), 7)):
+        x = torch.empty(shape)
+        plain = short_path(x, k, opt, 132)
+        fused = short_path(x, k, opt, 132, in_launch(ShortConfig()))
+        assert fused.in_launch and not plain.in_launch
+        assert fused.levels[0] == plain.levels[0], describe(fused)
+        units = fused.levels[0].nseg
+        for lv in fused.levels[1:]:
+            per = lv.L // fused.kp
+            assert lv.L == lv.nmax <= 8192 and per >= 2 and lv.L % fused.kp == 0
+            assert lv.nseg == -(-units // per) and lv.src_cand
+            assert lv.num_warps == fused.levels[0].num_warps
+            units = lv.nseg
+        assert units == 1 and not fused.levels[-1].dst_cand
+        assert [lv.dst_cand for lv in fused.levels[1:-1]] == [True] * (len(fused.levels) - 2)
+        assert 2 <= len(fused.levels) <= 1 + MAX_IN_LAUNCH
+        assert describe(fused).endswith(" in-launch")
+    assert describe(short_path(torch.empty(1, 2**20), 512, opt, 132, in_launch(ShortConfig()))) == (
+        "split L=8192 seg=128 merge=8192x8 4096x1 in-launch"
+    )
+    # five merge levels (nmax 32, kp 16: two units a group, 20 -> 10 -> 5 -> 3 -> 2 -> 1)
+    tiny = ShortConfig(nmax=64, seg_max=64, min_seg=32, merge_in_launch=True)
+    deep = dataclasses.replace(tiny, nmax=32, seg_max=32, min_seg=32)
+    p = short_path(torch.empty(1, 640), 4, opt, 4, deep)
+    assert p.kind == "split" and not p.in_launch, describe(p)
+    assert short_path(torch.empty(1, 640), 4, opt, 4, tiny).in_launch
+    assert short_path(torch.empty(4, 3000), 64, opt, 132, in_launch(ShortConfig())).kind == "short"
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "staircase", "nan_hotspots", "ascending"])
+def test_split_in_launch_same_bits(kind):
+    """The split with its merges in one launch: the oracle's top k, bit for bit the
+    plan of one launch per level, over one and several merge levels, both directions,
+    every order, with windows, offsets and fills."""
+    i = ["normal", "distinct2", "staircase", "nan_hotspots", "ascending"].index(kind)
+    dtype = [torch.bfloat16, torch.float32, torch.float16][i % 3]
+    x = make(kind, 3, 700, dtype, DEV, seed=i)
+    begin = torch.tensor([0, 130, 600], device=DEV)
+    end = torch.tensor([700, 390, 605], device=DEV)  # the last row: 5 < k valid
+    kw = dict(order=list(Order)[i % 3], largest=bool(i % 2), fill_index=-2, fill_value=0.5)
+    for cfg, k in ((SPLIT, 12), (DEEP, 8)):
+        assert short_path(x, k, TopkOptions(), SM, in_launch(cfg)).in_launch
+        got = check(x, k, cfg=in_launch(cfg), want_kind="split", **kw)
+        same_bits(got, run(x, k, cfg=cfg, **kw)[0])
+        off = torch.tensor([1, 2, 3], device=DEV)
+        got = check(x, k, cfg=in_launch(cfg), begin=begin, end=end, index_offset=off, **kw)
+        same_bits(got, run(x, k, cfg=cfg, begin=begin, end=end, index_offset=off, **kw)[0])
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
@@ -335,6 +396,50 @@ def test_gpu_full_size(rows, n, k, dtype):
         oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
         run_short(x, k, opt, ov, oi, plan)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), order, describe(plan))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype",
+    [
+        (1, 2**20, 512, torch.bfloat16),
+        (6, 2**20, 1231, torch.bfloat16),  # four merge levels, units of 2048 columns
+        (6, 129_280, 512, torch.float32),
+        (3, 100_000, 2048, torch.float32),
+    ],
+)
+def test_gpu_in_launch_same_bits(rows, n, k, dtype):
+    """The split with its merges in its one launch, at full size: the oracle's top k
+    and bit for bit the plan of one launch per level, on normal and tie-heavy rows,
+    unsorted and sorted; captured in a CUDA graph (its counters zeroed in the graph),
+    each replay exact after the data changes in place."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    x = make("normal", rows, n, dtype, "cuda", seed=k)
+    for kind in ("normal", "distinct32"):
+        x.copy_(make(kind, rows, n, dtype, "cuda", seed=k))
+        for order in (Order.NONE, Order.VALUE):
+            opt = TopkOptions(order=order)
+            plain = short_path(x, k, opt, sm)
+            fused = short_path(x, k, opt, sm, in_launch(ShortConfig()))
+            assert fused.in_launch and not plain.in_launch, describe(fused)
+            got = []
+            for plan in (fused, plain):
+                ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+                oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+                run_short(x, k, opt, ov, oi, plan)
+                got.append((ov, oi))
+            assert_same_topk(got[0], oracle_topk(x, k, opt), order, describe(fused))
+            same_bits(got[0], got[1])
+    opt = TopkOptions()
+    fused = short_path(x, k, opt, sm, in_launch(ShortConfig()))
+    ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+    oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+    graph, _ = warm_then_capture(lambda: run_short(x, k, opt, ov, oi, fused))
+    for seed in range(3):
+        x.copy_(make("distinct32" if seed % 2 else "normal", rows, n, dtype, "cuda", seed=seed))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
 
 
 @pytest.mark.gpu
@@ -392,6 +497,20 @@ def test_prefilter_misled_by_its_sample(sample_holds, order):
     with_pf = check(x, k, cfg=SHORT, order=order)
     without, _ = run(x, k, cfg=dataclasses.replace(SHORT, prefilter=False), order=order)
     same_bits(with_pf, without)
+
+
+def test_in_launch_prefilters_its_merge():
+    """As below, in one launch: the merge of the 8 segments' units (2048 columns) by
+    the last segment to finish, with the sampled threshold; the same bits as the
+    plan of one launch per level."""
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=True)
+    x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
+    plan = short_path(x, 256, TopkOptions(), SM, cfg)
+    assert plan.in_launch and len(plan.levels) == 2, describe(plan)
+    assert prefilters(plan, plan.levels[1])
+    got = check(x, 256, cfg=cfg, order=Order.VALUE)
+    plain = dataclasses.replace(cfg, merge_in_launch=False)
+    same_bits(got, run(x, 256, cfg=plain, order=Order.VALUE)[0])
 
 
 def test_prefilter_on_merge_candidates():

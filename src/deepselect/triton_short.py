@@ -13,7 +13,9 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   levels then read those pairs in groups of ``G`` (the same kernel in candidate
   mode) until one group per row is left, which writes the outputs. Exact, because
   every element of a row's top-k is in its segment's top-k (and in its group's
-  top-k at each level).
+  top-k at each level). With ``ShortConfig(merge_in_launch=True)`` the merges run in
+  the segments' launch (:func:`split_fused_kernel`): the last program of a group to
+  finish (a per-group counter) merges it, and so on up the levels.
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
@@ -626,6 +628,228 @@ def short_rows_kernel(
     )  # fmt: skip
 
 
+@triton.jit
+def _merge_up(
+    alive,
+    unit,
+    units,
+    col,
+    cnt_row,
+    x_row,
+    stride_xc,
+    N,
+    row,
+    begin_ptr,
+    end_ptr,
+    ck_row,
+    ci_row,
+    ck_ptr,
+    ci_ptr,
+    DCT,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
+    scr_base,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    LAST: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    M: tl.constexpr,
+    KP: tl.constexpr,
+    NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
+    RADIX: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
+    PREFILTER: tl.constexpr,
+    CAND: tl.constexpr,
+    NT: tl.constexpr,
+    PAGED: tl.constexpr,
+    PAGE_SHIFT: tl.constexpr,
+    HAS_R2B: tl.constexpr,
+):
+    """One merge level of :func:`split_fused_kernel`: the program that wrote ``unit``
+    (of ``units``, ``KP`` columns each from column ``col``) counts it into its group
+    of ``M // KP`` units; the group's last one to arrive (``alive`` after) merges the
+    group into one unit of the next level (or, ``LAST``, the row's outputs). Returns
+    (alive, the next level's unit, its units, its first column, the counters' next
+    level)."""
+    GU: tl.constexpr = M // KP
+    j = unit // GU
+    n_in = tl.minimum(units - j * GU, GU)
+    groups = (units + GU - 1) // GU
+    if alive:
+        tl.debug_barrier()  # every store of the unit before the count that publishes it
+        old = tl.atomic_add(cnt_row + j, 1, sem="acq_rel", scope="gpu")
+        alive = old == n_in - 1
+    nxt = col + units * KP
+    if alive:
+        _slice_topk(
+            x_row, stride_xc, N, row, j, begin_ptr, end_ptr, ck_row + col, ci_row + col,
+            units * KP, ck_ptr + nxt, ci_ptr + nxt, DCT, KP, ov_ptr, oi_ptr, stride_ovr,
+            stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k,
+            M, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN,
+            INF_BITS, LARGEST, RAW16, True, not LAST, ORDER, HAS_WINDOW, OFF_TENSOR,
+            WRITE_VALUES, M, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PREFILTER, CAND, NT,
+            PAGED, PAGE_SHIFT, HAS_R2B, ".cg",
+        )  # fmt: skip
+    return alive, j, groups, nxt, cnt_row + groups
+
+
+@triton.jit
+def split_fused_kernel(
+    x_ptr,
+    stride_xr,
+    stride_xc,
+    N,
+    begin_ptr,
+    end_ptr,
+    ck_ptr,
+    ci_ptr,
+    DCT,
+    cnt_ptr,
+    NCNT,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    L,
+    nseg,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
+    scr_ptr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    NMAX: tl.constexpr,
+    KP: tl.constexpr,
+    NP: tl.constexpr,
+    FUSED_STATS: tl.constexpr,
+    RADIX: tl.constexpr,
+    RADIX_BITS: tl.constexpr,
+    PREFILTER: tl.constexpr,
+    CAND: tl.constexpr,
+    NT: tl.constexpr,
+    SCR: tl.constexpr,
+    NLEV: tl.constexpr,
+    M1: tl.constexpr,
+    P1: tl.constexpr,
+    C1: tl.constexpr,
+    M2: tl.constexpr = 0,
+    P2: tl.constexpr = False,
+    C2: tl.constexpr = 0,
+    M3: tl.constexpr = 0,
+    P3: tl.constexpr = False,
+    C3: tl.constexpr = 0,
+    M4: tl.constexpr = 0,
+    P4: tl.constexpr = False,
+    C4: tl.constexpr = 0,
+    PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False,
+):
+    """A whole split in one launch: program ``p`` selects segment ``p % nseg`` of row
+    ``p // nseg`` (``L`` elements, ``NMAX`` held) into its unit of ``KP`` candidate
+    columns, then climbs the ``NLEV`` merge levels (group slots ``M1``, ``M2``, ...,
+    prefilter ``P*``, its room ``C*``) for as long as it is the last of its group
+    to arrive (a per-row counter per group in ``cnt [rows, NCNT]``, zero at launch):
+    the merges run as soon as their inputs are written, with no launch between
+    levels. Candidates ``ck/ci [rows, DCT]``: level 0 from column 0, each level's
+    units after the previous level's; the last level writes the caller's outputs.
+    The groups are the same runs of candidates in index order whoever merges them,
+    so the result is bit for bit that of :func:`short_rows_kernel`'s levels."""
+    pid = tl.program_id(0)
+    row = pid // nseg
+    seg = pid % nseg
+    row64 = row.to(tl.int64)
+    x_row = x_ptr + row64 * stride_xr
+    ck_row = ck_ptr + row64 * DCT
+    ci_row = ci_ptr + row64 * DCT
+    scr_base = scr_ptr + pid.to(tl.int64) * SCR
+    _slice_topk(
+        x_row, stride_xc, N, row, seg, begin_ptr, end_ptr, ck_row, ci_row, 0, ck_ptr, ci_ptr,
+        DCT, KP, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+        off_scalar, fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch,
+        r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, False, True, ORDER,
+        HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX, RADIX_BITS,
+        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+    )  # fmt: skip
+    alive = pid >= 0
+    unit = seg
+    units = nseg
+    col = 0
+    cnt_row = cnt_ptr + row64 * NCNT
+    alive, unit, units, col, cnt_row = _merge_up(
+        alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr, ck_row,
+        ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir,
+        stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr, page_stride,
+        max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16,
+        NLEV == 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M1, KP, NP, FUSED_STATS, RADIX,
+        RADIX_BITS, P1, C1, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    if NLEV >= 2:
+        alive, unit, units, col, cnt_row = _merge_up(
+            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
+            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
+            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
+            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, NLEV == 2, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M2, KP, NP,
+            FUSED_STATS, RADIX, RADIX_BITS, P2, C2, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
+    if NLEV >= 3:
+        alive, unit, units, col, cnt_row = _merge_up(
+            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
+            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
+            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
+            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, NLEV == 3, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M3, KP, NP,
+            FUSED_STATS, RADIX, RADIX_BITS, P3, C3, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
+    if NLEV >= 4:
+        alive, unit, units, col, cnt_row = _merge_up(
+            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
+            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
+            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
+            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, True, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M4, KP, NP,
+            FUSED_STATS, RADIX, RADIX_BITS, P4, C4, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
+
+
 # ------------------------------------------------------------------------- the plan
 def _hash_once(self) -> int:
     """A frozen dataclass's hash, computed on first use and kept: configs and plans are
@@ -691,6 +915,12 @@ class ShortConfig:
     np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
     fused_stats: one tuple reduction for (count, max, min) — None: fused except in
         the interpreter, which runs tuple reductions element by element.
+    merge_in_launch: a split in one launch (:func:`split_fused_kernel`): the last
+        program of a group to finish merges it, level after level, instead of one
+        launch per merge level; each unit of candidates takes ``KP`` columns (not k),
+        so groups hold whole units. Bit for bit the same result. Off: untimed (1 x 1M
+        bf16 took 36 us in three launches on an H200; how much of it is launches is
+        what ``benchmarks/short_table.py --levels`` tells).
     """
 
     nmax: int = 8192
@@ -708,6 +938,7 @@ class ShortConfig:
     radix_bits: int = 6
     reg_cap: int = 0
     prefilter: bool = True
+    merge_in_launch: bool = False
 
     __hash__ = _hash_once
 
@@ -715,13 +946,16 @@ class ShortConfig:
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: ``radix`` (the default
         config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search),
-        ``nopf`` (no prefilter) or ``splitN`` (rows of up to N split at any batch:
+        ``nopf`` (no prefilter), ``fused`` (the split's merges in its launch:
+        ``merge_in_launch``) or ``splitN`` (rows of up to N split at any batch:
         ``split_max_n``), each optionally ``@R`` for a register cap of ``R``."""
         base, _, cap = name.partition("@")
         if base == "nopf":
             cfg = cls(prefilter=False)
         elif base == "old":
             cfg = cls(radix=False)
+        elif base == "fused":
+            cfg = cls(merge_in_launch=True)
         elif base == "radix":
             cfg = cls()
         elif base.startswith("radix") and base[5:].isdigit():
@@ -730,7 +964,8 @@ class ShortConfig:
             cfg = cls(split_max_n=int(base[5:]))
         else:
             raise ValueError(
-                f"variant: radix, radixB, old, nopf or splitN, each optionally @CAP; got {name!r}"
+                "variant: radix, radixB, old, nopf, fused or splitN, each optionally @CAP; "
+                f"got {name!r}"
             )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -790,6 +1025,7 @@ class ShortPlan:
     np_pivots: int
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
+    in_launch: bool = False  # a split whose merges run in its one launch (units of kp)
 
     __hash__ = _hash_once
 
@@ -810,6 +1046,27 @@ def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
         if nseg == 1:
             return out
         c = nseg * k
+
+
+MAX_IN_LAUNCH = 4
+"""Merge levels that :func:`split_fused_kernel` can run."""
+
+
+def _in_launch_levels(units: int, kp: int, warps: int, cfg: ShortConfig) -> list[Level] | None:
+    """Merge levels for :func:`split_fused_kernel`: each reduces ``units`` of ``kp``
+    candidate columns in groups of whole units (as many as ``nmax`` slots hold, fewer
+    where fewer are left), at the segments' warps; None where more than
+    MAX_IN_LAUNCH levels would be needed or a group would hold only one unit."""
+    out = []
+    while True:
+        g = min(cfg.nmax, max(16, _next_pow2(units * kp)))
+        if g // kp < 2:
+            return None
+        groups = -(-units // (g // kp))
+        out.append(Level(g, groups, g, True, groups > 1, warps))
+        if groups == 1:
+            return out if len(out) <= MAX_IN_LAUNCH else None
+        units = groups
 
 
 def short_path(
@@ -861,6 +1118,9 @@ def _plan(
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
+    merges = _in_launch_levels(nseg, kp, _warps(L), cfg) if cfg.merge_in_launch else None
+    if merges is not None:
+        return ShortPlan("split", tuple(levels + merges), kp, np_, fused, cfg, in_launch=True)
     levels += _merge_levels(rows, nseg * k, k, cfg)
     return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
 
@@ -875,7 +1135,9 @@ def describe(plan: ShortPlan | None) -> str:
         return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
-    return f"split L={first.L} seg={first.nseg} merge={merges}"
+    return f"split L={first.L} seg={first.nseg} merge={merges}" + (
+        " in-launch" if plan.in_launch else ""
+    )
 
 
 # ----------------------------------------------------------------------- the launch
@@ -917,6 +1179,36 @@ def kernel_constants(
     )
 
 
+def in_launch_constants(
+    dtype: torch.dtype,
+    plan: ShortPlan,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: int,
+    off_tensor: bool,
+    write_values: bool,
+) -> dict:
+    """The compile-time parameters of ``split_fused_kernel`` for an ``in_launch`` plan:
+    level 0's as :func:`kernel_constants` gives them, and per merge level its group
+    slots ``M*``, prefilter ``P*`` and prefilter room ``C*``."""
+    first, merges = plan.levels[0], plan.levels[1:]
+    kw = kernel_constants(
+        dtype, plan, first, largest=largest, order=order, has_window=has_window,
+        off_tensor=off_tensor, write_values=write_values,
+    )  # fmt: skip
+    del kw["SRC_CAND"], kw["DST_CAND"]
+    kw["NLEV"] = len(merges)
+    scr = kw["CAND"]
+    for i, lv in enumerate(merges, 1):
+        kw[f"M{i}"] = lv.nmax
+        kw[f"P{i}"] = prefilters(plan, lv)
+        kw[f"C{i}"] = cand_size(lv.nmax, plan.kp)
+        scr = max(scr, kw[f"C{i}"])
+    kw["SCR"] = scr
+    return kw
+
+
 def cand_size(nmax: int, kp: int) -> int:
     """Room for the elements a prefilter keeps (a power of two): twice ``kp`` (the
     power of two >= k), at least an eighth of the slice."""
@@ -936,7 +1228,16 @@ def _launch_kwargs(
     """Per level of ``plan``: its compile-time arguments (``flags``: the keyword
     arguments of :func:`kernel_constants` as ``(name, value)`` pairs; ``page_flags``
     those of the page map, for the level that writes the output) and launch options
-    (warps, the register cap; none in the interpreter)."""
+    (warps, the register cap; none in the interpreter). An ``in_launch`` plan: one
+    launch's (:func:`in_launch_constants`), at the segments' warps, uncapped unless
+    the config caps it."""
+    if plan.in_launch:
+        kw = in_launch_constants(dtype, plan, **dict(flags))
+        kw.update(page_flags)
+        kw["num_warps"] = plan.levels[0].num_warps
+        if plan.cfg.reg_cap and not interp:
+            kw["maxnreg"] = plan.cfg.reg_cap
+        return (kw,)
     out = []
     for lv in plan.levels:
         kw = kernel_constants(dtype, plan, lv, **dict(flags))
@@ -957,6 +1258,21 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
     sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
     sig.update(end_ptr="*i64", sk_ptr="*i32", si_ptr="*i32", C=i32, dk_ptr="*i32")
     sig.update(di_ptr="*i32", DC=i32, ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
+    for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
+        sig[name] = i32
+    sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
+    sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
+    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
+    return sig
+
+
+def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
+    """Argument types of ``split_fused_kernel`` (for ``triton.compile(ASTSource(...))``)."""
+    raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
+    i32 = "i32"
+    sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
+    sig.update(end_ptr="*i64", ck_ptr="*i32", ci_ptr="*i32", DCT=i32, cnt_ptr="*i32")
+    sig.update(NCNT=i32, ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
     for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
         sig[name] = i32
     sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
@@ -1011,6 +1327,24 @@ def run_short(
         ("write_values", write_values),
     )
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
+    if plan.in_launch:
+        first, (kw,) = plan.levels[0], launch_kw
+        units = [first.nseg] + [lv.nseg for lv in plan.levels[1:-1]]
+        dct = sum(units) * plan.kp  # every level's units but the last (the outputs)
+        ck = torch.empty((rows, dct), dtype=torch.int32, device=dev)
+        ci = torch.empty((rows, dct), dtype=torch.int32, device=dev)
+        ncnt = sum(lv.nseg for lv in plan.levels[1:])  # one counter per merge group
+        cnt = torch.zeros((rows, ncnt), dtype=torch.int32, device=dev)
+        scr = out_indices  # unused unless a level prefilters
+        if kw["PREFILTER"] or any(kw[f"P{i}"] for i in range(1, kw["NLEV"] + 1)):
+            scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
+        split_fused_kernel[(rows * first.nseg,)](
+            raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
+            out_indices, ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
+            out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
+            fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
+        )  # fmt: skip
+        return
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
     for lv, kw in zip(plan.levels, launch_kw, strict=True):
