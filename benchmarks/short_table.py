@@ -15,7 +15,8 @@ kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digit
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
 ``--levels`` also times a split plan's launches one level at a time (its first i
 levels, for each i: the candidates of a prefix are written, the outputs untouched),
-and prints each level's share: where a split's time goes.
+and prints each level's share: where a split's time goes (not for ``fused``, one
+launch).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def main() -> None:
                 f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
                 flush=True,
             )
-            if a.levels and plan is not None and len(plan.levels) > 1:
+            if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:
                 each = level_times(plan, inputs, k, timer, a.repeats, t_short)
                 print(f"    levels, ms each: {each}", flush=True)
         del inputs
