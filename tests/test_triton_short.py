@@ -345,9 +345,10 @@ def test_split_in_launch_same_bits(kind):
         assert short_path(x, k, TopkOptions(), SM, in_launch(cfg)).in_launch
         got = check(x, k, cfg=in_launch(cfg), want_kind="split", **kw)
         same_bits(got, run(x, k, cfg=cfg, **kw)[0])
-        off = torch.tensor([1, 2, 3], device=DEV)
-        got = check(x, k, cfg=in_launch(cfg), begin=begin, end=end, index_offset=off, **kw)
-        same_bits(got, run(x, k, cfg=cfg, begin=begin, end=end, index_offset=off, **kw)[0])
+        win = dict(begin=begin, end=end, index_offset=torch.tensor([1, 2, 3], device=DEV))
+        win["index_dtype"] = torch.int64 if i % 2 else torch.int32
+        got = check(x, k, cfg=in_launch(cfg), **win, **kw)
+        same_bits(got, run(x, k, cfg=cfg, **win, **kw)[0])
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
