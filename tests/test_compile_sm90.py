@@ -71,6 +71,15 @@ def test_short_path_builds():
     assert len(lines) == 1
 
 
+def test_split_in_one_launch_builds():
+    """The split with its merges in its one launch (``ShortConfig.merge_in_launch``):
+    the segments and both merge levels of 1 x 1M, with the counters' atomics, build
+    as one kernel."""
+    lines = compile_check("--short", "1x1048576", "--dtype", "bf16", "--order", "value",
+                          "--variant", "fused")  # fmt: skip
+    assert len(lines) == 1 and "in-launch" in lines[0], lines
+
+
 def test_short_path_builds_with_k_one():
     """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
     integer argument equal to 1): every level of a split builds with it."""

@@ -79,6 +79,7 @@ can be captured in a CUDA graph.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field, fields
 from functools import cache
 
@@ -1267,18 +1268,13 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
 
 
 def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``split_fused_kernel`` (for ``triton.compile(ASTSource(...))``)."""
-    raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
-    i32 = "i32"
-    sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
-    sig.update(end_ptr="*i64", ck_ptr="*i32", ci_ptr="*i32", DCT=i32, cnt_ptr="*i32")
-    sig.update(NCNT=i32, ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
-    for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
-        sig[name] = i32
-    sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
-    sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
-    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
-    return sig
+    """Argument types of ``split_fused_kernel`` (for ``triton.compile(ASTSource(...))``):
+    those of ``short_rows_kernel`` it shares, its candidate buffers and counters, in
+    its own order."""
+    types = kernel_signature(dtype, idx64)
+    types.update(ck_ptr="*i32", ci_ptr="*i32", DCT="i32", cnt_ptr="*i32", NCNT="i32")
+    names = inspect.signature(split_fused_kernel.fn).parameters
+    return {name: types[name] for name in names if name in types}
 
 
 def run_short(
