@@ -9,7 +9,8 @@ kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digit
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
 ``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
-``split16384``), each optionally with a register cap,
+``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
+each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included). The
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
@@ -52,7 +53,7 @@ def main() -> None:
         default="radix",
         help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
         "fused (a split's merges in its launch), splitN (rows of up to N split at any "
-        "batch); @CAP",
+        "batch), segN (segments of N); parts joined by '+'; @CAP",
     )
     p.add_argument(
         "--only",

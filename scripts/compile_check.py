@@ -292,8 +292,8 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / fused), "
-        "each @CAP: a register cap",
+        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / fused / "
+        "splitN / segN, joined by '+'), each @CAP: a register cap",
     )
     p.add_argument(
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"

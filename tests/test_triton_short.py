@@ -536,11 +536,16 @@ def test_short_config_variants_by_name():
     assert ShortConfig.variant("old@64") == ShortConfig(radix=False, reg_cap=64)
     assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
     assert ShortConfig.variant("split16384@80") == ShortConfig(split_max_n=16384, reg_cap=80)
+    assert ShortConfig.variant("fused") == ShortConfig(merge_in_launch=True)
+    assert ShortConfig.variant("fused+seg2048@96") == ShortConfig(
+        merge_in_launch=True, seg_max=2048, reg_cap=96
+    )
+    assert ShortConfig.variant("old+nopf") == ShortConfig(radix=False, prefilter=False)
     x = torch.empty(4096, 16384)  # many rows of 16K: streamed, unless split is asked
     assert short_path(x, 512, TopkOptions(), 132) is None
     plan = short_path(x, 512, TopkOptions(), 132, ShortConfig.variant("split16384"))
     assert describe(plan).startswith("split L=8192 seg=2")
-    for bad in ("radixx", "new", "radix@ninety", "warp", "split", "splitx"):
+    for bad in ("radixx", "new", "radix@ninety", "warp", "split", "splitx", "seg", "fused+"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
 

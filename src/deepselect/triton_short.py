@@ -78,7 +78,6 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -945,32 +944,38 @@ class ShortConfig:
 
     @classmethod
     def variant(cls, name: str) -> ShortConfig:
-        """A named variant for timing and compile checks: ``radix`` (the default
-        config), ``radixB`` (``B``-bit digits), ``old`` (the counting pivot search),
-        ``nopf`` (no prefilter), ``fused`` (the split's merges in its launch:
-        ``merge_in_launch``) or ``splitN`` (rows of up to N split at any batch:
-        ``split_max_n``), each optionally ``@R`` for a register cap of ``R``."""
-        base, _, cap = name.partition("@")
-        if base == "nopf":
-            cfg = cls(prefilter=False)
-        elif base == "old":
-            cfg = cls(radix=False)
-        elif base == "fused":
-            cfg = cls(merge_in_launch=True)
-        elif base == "radix":
-            cfg = cls()
-        elif base.startswith("radix") and base[5:].isdigit():
-            cfg = cls(radix_bits=int(base[5:]))
-        elif base.startswith("split") and base[5:].isdigit():
-            cfg = cls(split_max_n=int(base[5:]))
-        else:
-            raise ValueError(
-                "variant: radix, radixB, old, nopf, fused or splitN, each optionally @CAP; "
-                f"got {name!r}"
-            )
+        """A named variant for timing and compile checks: parts joined by ``+``, each
+        ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
+        counting pivot search), ``nopf`` (no prefilter), ``fused`` (the split's merges
+        in its launch: ``merge_in_launch``), ``splitN`` (rows of up to N split at any
+        batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
+        whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
+        body, _, cap = name.partition("@")
+        fields_: dict = {}
+        for part in body.split("+"):
+            num = part.lstrip("abcdefghijklmnopqrstuvwxyz")
+            word = part[: len(part) - len(num)]
+            if part == "nopf":
+                fields_["prefilter"] = False
+            elif part == "old":
+                fields_["radix"] = False
+            elif part == "fused":
+                fields_["merge_in_launch"] = True
+            elif part == "radix":
+                pass
+            elif word in ("radix", "split", "seg") and num.isdigit():
+                key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}[word]
+                fields_[key] = int(num)
+            else:
+                raise ValueError(
+                    "variant: parts radix, radixB, old, nopf, fused, splitN or segN joined "
+                    f"by '+', optionally @CAP; got {name!r}"
+                )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
-        return dataclasses.replace(cfg, reg_cap=int(cap)) if cap else cfg
+        if cap:
+            fields_["reg_cap"] = int(cap)
+        return cls(**fields_)
 
 
 _DEFAULT = ShortConfig()
