@@ -24,6 +24,7 @@ from deepselect.triton_short import (
     MAX_IN_LAUNCH,
     ShortConfig,
     _launch_kwargs,
+    _warps,
     describe,
     prefilters,
     run_short,
@@ -298,21 +299,22 @@ def in_launch(cfg: ShortConfig) -> ShortConfig:
 def test_plan_in_launch():
     """The in-launch split: the same segments, merge groups of whole units of kp
     columns (at least two), each level's groups the next level's units, the last
-    level one group writing the outputs, all at the segments' warps; as many levels
-    as the kernel runs, else the plan of one launch per level."""
+    level one group writing the outputs, all at the warps of its largest slice; as
+    many levels as the kernel runs, else the plan of one launch per level."""
     opt = TopkOptions()
     for shape, k in (((1, 2**20), 512), ((6, 2**20), 512), ((1, 2**20), 1231), ((3, 9000), 7)):
         x = torch.empty(shape)
         plain = short_path(x, k, opt, 132)
         fused = short_path(x, k, opt, 132, in_launch(ShortConfig()))
         assert fused.in_launch and not plain.in_launch
-        assert fused.levels[0] == plain.levels[0], describe(fused)
+        warps = max(_warps(lv.nmax) for lv in fused.levels)
+        assert fused.levels[0] == dataclasses.replace(plain.levels[0], num_warps=warps)
         units = fused.levels[0].nseg
         for lv in fused.levels[1:]:
             per = lv.L // fused.kp
             assert lv.L == lv.nmax <= 8192 and per >= 2 and lv.L % fused.kp == 0
             assert lv.nseg == -(-units // per) and lv.src_cand
-            assert lv.num_warps == fused.levels[0].num_warps
+            assert lv.num_warps == warps
             units = lv.nseg
         assert units == 1 and not fused.levels[-1].dst_cand
         assert [lv.dst_cand for lv in fused.levels[1:-1]] == [True] * (len(fused.levels) - 2)
@@ -328,6 +330,10 @@ def test_plan_in_launch():
     assert p.kind == "split" and not p.in_launch, describe(p)
     assert short_path(torch.empty(1, 640), 4, opt, 4, tiny).in_launch
     assert short_path(torch.empty(4, 3000), 64, opt, 132, in_launch(ShortConfig())).kind == "short"
+    # short segments, large merges: the launch at the merges' warps (16 for 8192 slots)
+    p = short_path(torch.empty(6, 65536), 512, opt, 132, ShortConfig.variant("fused+seg2048"))
+    assert describe(p) == "split L=2048 seg=32 merge=8192x2 1024x1 in-launch"
+    assert {lv.num_warps for lv in p.levels} == {16}
 
 
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "staircase", "nan_hotspots", "ascending"])

@@ -78,6 +78,7 @@ can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -1058,10 +1059,11 @@ MAX_IN_LAUNCH = 4
 """Merge levels that :func:`split_fused_kernel` can run."""
 
 
-def _in_launch_levels(units: int, kp: int, warps: int, cfg: ShortConfig) -> list[Level] | None:
+def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | None:
     """Merge levels for :func:`split_fused_kernel`: each reduces ``units`` of ``kp``
     candidate columns in groups of whole units (as many as ``nmax`` slots hold, fewer
-    where fewer are left), at the segments' warps; None where more than
+    where fewer are left), each with the warps its slots want (the launch takes the
+    most of its levels'); None where more than
     MAX_IN_LAUNCH levels would be needed or a group would hold only one unit."""
     out = []
     while True:
@@ -1069,7 +1071,7 @@ def _in_launch_levels(units: int, kp: int, warps: int, cfg: ShortConfig) -> list
         if g // kp < 2:
             return None
         groups = -(-units // (g // kp))
-        out.append(Level(g, groups, g, True, groups > 1, warps))
+        out.append(Level(g, groups, g, True, groups > 1, _warps(g)))
         if groups == 1:
             return out if len(out) <= MAX_IN_LAUNCH else None
         units = groups
@@ -1124,9 +1126,11 @@ def _plan(
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
-    merges = _in_launch_levels(nseg, kp, _warps(L), cfg) if cfg.merge_in_launch else None
-    if merges is not None:
-        return ShortPlan("split", tuple(levels + merges), kp, np_, fused, cfg, in_launch=True)
+    merges = _in_launch_levels(nseg, kp, cfg) if cfg.merge_in_launch else None
+    if merges is not None:  # one launch: the warps that the largest slice wants
+        w = max(lv.num_warps for lv in levels + merges)
+        one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
+        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True)
     levels += _merge_levels(rows, nseg * k, k, cfg)
     return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
 
