@@ -1239,7 +1239,7 @@ def _launch_kwargs(
     arguments of :func:`kernel_constants` as ``(name, value)`` pairs; ``page_flags``
     those of the page map, for the level that writes the output) and launch options
     (warps, the register cap; none in the interpreter). An ``in_launch`` plan: one
-    launch's (:func:`in_launch_constants`), at the segments' warps, uncapped unless
+    launch's (:func:`in_launch_constants`), at its levels' warps, uncapped unless
     the config caps it."""
     if plan.in_launch:
         kw = in_launch_constants(dtype, plan, **dict(flags))
