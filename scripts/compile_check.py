@@ -162,8 +162,6 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     if plan.in_launch:  # one launch: compiled once, reported as its first level
         kernel, signature = triton_short.split_fused_kernel, triton_short.in_launch_signature
         levels = plan.levels[:1]
-        for i in range(2, triton_short.MAX_IN_LAUNCH + 1):
-            defaults.update({f"M{i}": 0, f"P{i}": False, f"C{i}": 0})
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     for lv, kw in zip(levels, launch, strict=True):
         consts = {**defaults, **kw}

@@ -767,27 +767,19 @@ def split_fused_kernel(
     NT: tl.constexpr,
     SCR: tl.constexpr,
     NLEV: tl.constexpr,
-    M1: tl.constexpr,
-    P1: tl.constexpr,
-    C1: tl.constexpr,
-    M2: tl.constexpr = 0,
-    P2: tl.constexpr = False,
-    C2: tl.constexpr = 0,
-    M3: tl.constexpr = 0,
-    P3: tl.constexpr = False,
-    C3: tl.constexpr = 0,
-    M4: tl.constexpr = 0,
-    P4: tl.constexpr = False,
-    C4: tl.constexpr = 0,
+    MS: tl.constexpr,
+    PS: tl.constexpr,
+    CS: tl.constexpr,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
 ):
     """A whole split in one launch: program ``p`` selects segment ``p % nseg`` of row
     ``p // nseg`` (``L`` elements, ``NMAX`` held) into its unit of ``KP`` candidate
-    columns, then climbs the ``NLEV`` merge levels (group slots ``M1``, ``M2``, ...,
-    prefilter ``P*``, its room ``C*``) for as long as it is the last of its group
-    to arrive (a per-row counter per group in ``cnt [rows, NCNT]``, zero at launch):
+    columns, then climbs the ``NLEV`` merge levels (tuples of each level's group
+    slots ``MS``, prefilter ``PS`` and its room ``CS``) for as long as it is the last
+    of its group to arrive (a per-row counter per group in ``cnt [rows, NCNT]``, zero
+    at launch):
     the merges run as soon as their inputs are written, with no launch between
     levels. Candidates ``ck/ci [rows, DCT]``: level 0 from column 0, each level's
     units after the previous level's; the last level writes the caller's outputs.
@@ -814,40 +806,14 @@ def split_fused_kernel(
     units = nseg
     col = 0
     cnt_row = cnt_ptr + row64 * NCNT
-    alive, unit, units, col, cnt_row = _merge_up(
-        alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr, ck_row,
-        ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir,
-        stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr, page_stride,
-        max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16,
-        NLEV == 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M1, KP, NP, FUSED_STATS, RADIX,
-        RADIX_BITS, P1, C1, NT, PAGED, PAGE_SHIFT, HAS_R2B,
-    )  # fmt: skip
-    if NLEV >= 2:
+    for m in tl.static_range(NLEV):
         alive, unit, units, col, cnt_row = _merge_up(
             alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
             ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
             stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
             page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, NLEV == 2, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M2, KP, NP,
-            FUSED_STATS, RADIX, RADIX_BITS, P2, C2, NT, PAGED, PAGE_SHIFT, HAS_R2B,
-        )  # fmt: skip
-    if NLEV >= 3:
-        alive, unit, units, col, cnt_row = _merge_up(
-            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
-            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
-            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
-            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, NLEV == 3, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M3, KP, NP,
-            FUSED_STATS, RADIX, RADIX_BITS, P3, C3, NT, PAGED, PAGE_SHIFT, HAS_R2B,
-        )  # fmt: skip
-    if NLEV >= 4:
-        alive, unit, units, col, cnt_row = _merge_up(
-            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
-            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
-            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
-            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, True, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, M4, KP, NP,
-            FUSED_STATS, RADIX, RADIX_BITS, P4, C4, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+            LARGEST, RAW16, m == NLEV - 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, MS[m],
+            KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PS[m], CS[m], NT, PAGED, PAGE_SHIFT, HAS_R2B,
         )  # fmt: skip
 
 
@@ -1056,7 +1022,8 @@ def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
 
 
 MAX_IN_LAUNCH = 4
-"""Merge levels that :func:`split_fused_kernel` can run."""
+"""The most merge levels a split runs in one launch (:func:`split_fused_kernel`, where
+each is another copy of the selection's code)."""
 
 
 def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | None:
@@ -1201,7 +1168,7 @@ def in_launch_constants(
 ) -> dict:
     """The compile-time parameters of ``split_fused_kernel`` for an ``in_launch`` plan:
     level 0's as :func:`kernel_constants` gives them, and per merge level its group
-    slots ``M*``, prefilter ``P*`` and prefilter room ``C*``."""
+    slots (``MS``), prefilter (``PS``) and prefilter room (``CS``)."""
     first, merges = plan.levels[0], plan.levels[1:]
     kw = kernel_constants(
         dtype, plan, first, largest=largest, order=order, has_window=has_window,
@@ -1209,13 +1176,10 @@ def in_launch_constants(
     )  # fmt: skip
     del kw["SRC_CAND"], kw["DST_CAND"]
     kw["NLEV"] = len(merges)
-    scr = kw["CAND"]
-    for i, lv in enumerate(merges, 1):
-        kw[f"M{i}"] = lv.nmax
-        kw[f"P{i}"] = prefilters(plan, lv)
-        kw[f"C{i}"] = cand_size(lv.nmax, plan.kp)
-        scr = max(scr, kw[f"C{i}"])
-    kw["SCR"] = scr
+    kw["MS"] = tuple(lv.nmax for lv in merges)
+    kw["PS"] = tuple(prefilters(plan, lv) for lv in merges)
+    kw["CS"] = tuple(cand_size(lv.nmax, plan.kp) for lv in merges)
+    kw["SCR"] = max(kw["CAND"], *kw["CS"])
     return kw
 
 
@@ -1341,7 +1305,7 @@ def run_short(
         ncnt = sum(lv.nseg for lv in plan.levels[1:])  # one counter per merge group
         cnt = torch.zeros((rows, ncnt), dtype=torch.int32, device=dev)
         scr = out_indices  # unused unless a level prefilters
-        if kw["PREFILTER"] or any(kw[f"P{i}"] for i in range(1, kw["NLEV"] + 1)):
+        if kw["PREFILTER"] or any(kw["PS"]):
             scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
         split_fused_kernel[(rows * first.nseg,)](
             raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
