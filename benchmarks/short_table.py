@@ -7,7 +7,8 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch),
+``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch, the
+default where its programs are few), ``levelled`` (one launch per merge level),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
 ``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
 each optionally with a register cap,
@@ -16,8 +17,8 @@ each optionally with a register cap,
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
 ``--levels`` also times a split plan's launches one level at a time (its first i
 levels, for each i: the candidates of a prefix are written, the outputs untouched),
-and prints each level's share: where a split's time goes (not for ``fused``, one
-launch).
+and prints each level's share: where a split's time goes (for ``levelled`` plans;
+one launch otherwise).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def main() -> None:
         "--variant",
         default="radix",
         help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
-        "fused (a split's merges in its launch), splitN (rows of up to N split at any "
-        "batch), segN (segments of N); parts joined by '+'; @CAP",
+        "fused (a split's merges in its launch), levelled (a launch per level), splitN "
+        "(rows of up to N split at any batch), segN (segments of N); parts joined by '+'; "
+        "@CAP",
     )
     p.add_argument(
         "--only",

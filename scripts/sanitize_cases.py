@@ -56,7 +56,7 @@ def stream(
 
 def short_and_split(dtype, dev="cuda", scale=1) -> bool:
     """topk_rows on shapes its dispatch sends to the short kernel (many short rows)
-    and to the split path (two long rows: segments, then merge levels)."""
+    and to the split path (two long rows: segments, then their merges)."""
     ok = True
     for rows, n, k in ((64, 3000 // scale, 64 // scale), (2, 400_000 // scale, 512 // scale)):
         x = make("normal", rows, n, dtype, dev, seed=rows)
@@ -66,20 +66,22 @@ def short_and_split(dtype, dev="cuda", scale=1) -> bool:
     return ok
 
 
-def split_in_launch(dtype, dev="cuda", scale=1) -> bool:
-    """Two long rows split with every merge in the one launch (the last program of a
-    group to finish merges it: candidates read across programs, counters)."""
+def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
+    """Two long rows split, with every merge in the one launch (the last program of a
+    group to finish merges it: candidates read across programs, counters) or one
+    launch per merge level."""
     rows, n, k = 2, 400_000 // scale, 512 // scale
     x = make("distinct32", rows, n, dtype, dev, seed=3)
     sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(merge_in_launch=True)
+    cfg = ShortConfig(merge_in_launch=in_launch)
     if scale > 1:  # slices of the interpreter's size, several merge levels
-        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, merge_in_launch=True)
+        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0,
+                          merge_in_launch=in_launch, in_launch_per_sm=64)  # fmt: skip
     ok = True
     for order in (Order.NONE, Order.VALUE):
         opt = TopkOptions(order=order)
         plan = short_path(x, k, opt, sm, cfg)
-        ok &= plan is not None and plan.in_launch
+        ok &= plan is not None and plan.kind == "split" and plan.in_launch == in_launch
         ov = torch.empty((rows, k), dtype=dtype, device=dev)
         oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
         run_short(x, k, opt, ov, oi, plan)
@@ -99,7 +101,8 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
         out.append((name, stream, (torch.bfloat16, True, Order.NONE, False, False)))
         for dtype in (torch.bfloat16, torch.float32):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
-        out.append(("split in one launch bf16", split_in_launch, (torch.bfloat16,)))
+        out.append(("split in one launch bf16", split, (torch.bfloat16, True)))
+        out.append(("split level by level bf16", split, (torch.bfloat16, False)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):

@@ -82,9 +82,12 @@ def test_split_in_one_launch_builds():
 
 def test_short_path_builds_with_k_one():
     """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
-    integer argument equal to 1): every level of a split builds with it."""
-    lines = compile_check("--short", "8x300000", "--dtype", "bf16", "--k", "1", "--order", "none")
-    assert len(lines) == 2
+    integer argument equal to 1): the split in one launch and every level of the split
+    launched level by level build with it."""
+    args = ("--short", "8x300000", "--dtype", "bf16", "--k", "1", "--order", "none")
+    (line,) = compile_check(*args)
+    assert "in-launch" in line, line
+    assert len(compile_check(*args, "--variant", "levelled")) == 2
 
 
 def test_crowded_stream_launch_builds_at_its_cap():

@@ -33,9 +33,11 @@ from deepselect.triton_short import (
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 SM = 4  # a pretend SM count: the split aims for 2 programs per SM
-SHORT = ShortConfig(nmax=512, min_seg=64)
-SPLIT = ShortConfig(nmax=128, seg_max=128, min_seg=64)
-DEEP = ShortConfig(nmax=64, seg_max=64, min_seg=32)  # several merge levels
+# the small slices' configs split rows while fewer than SM, whatever their bytes
+FEW = dict(split_rows=1.0, split_rows_mid=1.0, split_rows_long=1.0)
+SHORT = ShortConfig(nmax=512, min_seg=64, **FEW)
+SPLIT = ShortConfig(nmax=128, seg_max=128, min_seg=64, **FEW)
+DEEP = ShortConfig(nmax=64, seg_max=64, min_seg=32, **FEW)  # several merge levels
 
 
 def run(x, k, cfg=SHORT, sm=SM, values=True, want_kind=None, **kw):
@@ -89,26 +91,28 @@ def test_plan_split_and_stream():
     # few rows fill the GPU with segments
     p6 = short_path(torch.empty(6, 2**20), 512, opt, 132)
     assert 6 * p6.levels[0].nseg >= 2 * 132
-    # many rows, moderate or long: the streaming kernel (measured faster at 256 x 64K);
-    # the split for moderate rows at any batch stays available by configuration
+    # the longer the row, the fewer rows split (their work grows with rows x N, a wave
+    # of streaming programs takes one row's time): rows of 1M (2 MB) and fp32 sampler
+    # rows below 0.11 x SMs, rows of up to 128 KB below 0.25 x, up to 32 KB 0.5 x
+    for rows_split, n, dtype in (
+        (14, 2**20, torch.bfloat16),
+        (14, 129_280, torch.float32),
+        (32, 2**16, torch.bfloat16),
+        (32, 2**15, torch.float32),
+        (65, 2**14, torch.bfloat16),
+        (32, 8193, torch.float32),
+    ):
+        assert short_path(torch.empty(rows_split, n, dtype=dtype), 512, opt, 132).kind == "split"
+        assert short_path(torch.empty(rows_split + 1, n, dtype=dtype), 512, opt, 132) is None
+    assert short_path(torch.empty(29, 2**20), 512, opt, 264).kind == "split"  # twice the SMs
+    # many rows, moderate or long: the streaming kernel (measured faster at 4096 x 16K,
+    # 256 x 64K); the split for moderate rows at any batch stays available by
+    # configuration
+    assert short_path(torch.empty(4096, 16384, dtype=torch.bfloat16), 512, opt, 132) is None
     assert short_path(torch.empty(4096, 30000), 512, opt, 132) is None
     cfg = ShortConfig(split_max_n=65536)
     assert short_path(torch.empty(4096, 30000), 512, opt, 132, cfg).kind == "split"
     assert short_path(torch.empty(4096, 2**20), 512, opt, 132) is None
-    # rows of two segments of 16-bit values split at any batch (timed: bf16, k <= 512)
-    for dtype in (torch.bfloat16, torch.float16):
-        p = short_path(torch.empty(4096, 16384, dtype=dtype), 512, opt, 132)
-        assert describe(p) == "split L=8192 seg=2 merge=1024x1"
-        assert short_path(torch.empty(4096, 16385, dtype=dtype), 512, opt, 132) is None
-        assert short_path(torch.empty(4096, 16384, dtype=dtype), 513, opt, 132) is None
-    assert short_path(torch.empty(4096, 16384), 512, opt, 132) is None  # fp32: the stream
-    # long rows split only while few: one wave of streaming programs beats the
-    # split's rows x N work from ~0.2 x SMs rows on
-    assert short_path(torch.empty(26, 2**20), 512, opt, 132).kind == "split"
-    assert short_path(torch.empty(27, 2**20), 512, opt, 132) is None
-    assert short_path(torch.empty(64, 2**18), 512, opt, 132) is None
-    assert short_path(torch.empty(64, 2**18 - 1), 512, opt, 132).kind == "split"
-    assert short_path(torch.empty(27, 2**20), 512, opt, 264).kind == "split"
     # k too large for the register slice
     assert short_path(torch.empty(1, 2**20), 4096, opt, 132) is None
     assert short_path(torch.empty(1, 100), 20000, opt, 132) is None
@@ -172,7 +176,7 @@ def test_strided_input_and_outputs():
 def test_search_variants(np_pivots, fused):
     """4 or 8 pivots per step, and the one-reduction (count, max, min) and pivot
     counts used on the GPU (the interpreter defaults to separate reductions)."""
-    cfg = ShortConfig(nmax=64, min_seg=32, np_pivots=np_pivots, fused_stats=fused)
+    cfg = ShortConfig(nmax=64, min_seg=32, np_pivots=np_pivots, fused_stats=fused, **FEW)
     x = make("nan_hotspots", 1, 50, torch.bfloat16, DEV, seed=2)
     check(x, 9, cfg=cfg, largest=False)
     x = make("bits_positive", 1, 60, torch.float32, DEV, seed=3)
@@ -222,8 +226,8 @@ def test_pivot_searches_adversarial(search, dtype):
     the key the invalid elements hold), every leading digit shared, N <= k, windows
     that cut the row to fewer than k, and the split path's candidate levels."""
     i = list(SEARCHES).index(search)
-    short = ShortConfig(nmax=256, min_seg=64, **SEARCHES[search])
-    split = ShortConfig(nmax=256, seg_max=128, min_seg=64, **SEARCHES[search])
+    short = ShortConfig(nmax=256, min_seg=64, **SEARCHES[search], **FEW)
+    split = ShortConfig(nmax=256, seg_max=128, min_seg=64, **SEARCHES[search], **FEW)
     x = _adversarial(200, dtype, seed=i)
     rows = x.shape[0]
     begin = torch.tensor([0, 5, 190, 0, 30, 199][:rows], device=DEV)
@@ -247,9 +251,8 @@ def test_split_matches_oracle_and_unsplit(kind):
     x = make(kind, 1, 500, dtype, DEV, seed=i)
     order = list(Order)[i % 3]
     split = check(x, 12, cfg=SPLIT, sm=2, want_kind="split", order=order, largest=bool(i % 2))
-    whole, _ = run(
-        x, 12, cfg=ShortConfig(nmax=1024), want_kind="short", order=order, largest=bool(i % 2)
-    )
+    whole_cfg = ShortConfig(nmax=1024, **FEW)
+    whole, _ = run(x, 12, cfg=whole_cfg, want_kind="short", order=order, largest=bool(i % 2))
     same_bits(split, whole)
 
 
@@ -258,7 +261,7 @@ def test_split_several_merge_levels():
     plan = short_path(x, 8, TopkOptions(), SM, DEEP)
     assert plan.kind == "split" and len(plan.levels) >= 3, describe(plan)
     got = check(x, 8, cfg=DEEP, order=Order.VALUE)
-    whole, _ = run(x, 8, cfg=ShortConfig(nmax=2048), order=Order.VALUE)
+    whole, _ = run(x, 8, cfg=ShortConfig(nmax=2048, **FEW), order=Order.VALUE)
     same_bits(got, whole)
 
 
@@ -293,7 +296,11 @@ def test_split_windows_and_fills():
 
 
 def in_launch(cfg: ShortConfig) -> ShortConfig:
-    return dataclasses.replace(cfg, merge_in_launch=True)
+    return dataclasses.replace(cfg, merge_in_launch=True, in_launch_per_sm=64)
+
+
+def levelled(cfg: ShortConfig) -> ShortConfig:
+    return dataclasses.replace(cfg, merge_in_launch=False)
 
 
 def test_plan_in_launch():
@@ -304,8 +311,8 @@ def test_plan_in_launch():
     opt = TopkOptions()
     for shape, k in (((1, 2**20), 512), ((6, 2**20), 512), ((1, 2**20), 1231), ((3, 9000), 7)):
         x = torch.empty(shape)
-        plain = short_path(x, k, opt, 132)
-        fused = short_path(x, k, opt, 132, in_launch(ShortConfig()))
+        plain = short_path(x, k, opt, 132, levelled(ShortConfig()))
+        fused = short_path(x, k, opt, 132)
         assert fused.in_launch and not plain.in_launch
         warps = max(_warps(lv.nmax) for lv in fused.levels)
         assert fused.levels[0] == dataclasses.replace(plain.levels[0], num_warps=warps)
@@ -323,6 +330,10 @@ def test_plan_in_launch():
     assert describe(short_path(torch.empty(1, 2**20), 512, opt, 132, in_launch(ShortConfig()))) == (
         "split L=8192 seg=128 merge=8192x8 4096x1 in-launch"
     )
+    # from more than 6 programs per SM (segments), one launch per level
+    assert short_path(torch.empty(6, 2**20), 512, opt, 132).in_launch  # 768 programs
+    assert not short_path(torch.empty(7, 2**20), 512, opt, 132).in_launch  # 896
+    assert short_path(torch.empty(7, 2**20), 512, opt, 150).in_launch
     # five merge levels (nmax 32, kp 16: two units a group, 20 -> 10 -> 5 -> 3 -> 2 -> 1)
     tiny = ShortConfig(nmax=64, seg_max=64, min_seg=32, merge_in_launch=True)
     deep = dataclasses.replace(tiny, nmax=32, seg_max=32, min_seg=32)
@@ -350,11 +361,11 @@ def test_split_in_launch_same_bits(kind):
     for cfg, k in ((SPLIT, 12), (DEEP, 8)):
         assert short_path(x, k, TopkOptions(), SM, in_launch(cfg)).in_launch
         got = check(x, k, cfg=in_launch(cfg), want_kind="split", **kw)
-        same_bits(got, run(x, k, cfg=cfg, **kw)[0])
+        same_bits(got, run(x, k, cfg=levelled(cfg), **kw)[0])
         win = dict(begin=begin, end=end, index_offset=torch.tensor([1, 2, 3], device=DEV))
         win["index_dtype"] = torch.int64 if i % 2 else torch.int32
         got = check(x, k, cfg=in_launch(cfg), **win, **kw)
-        same_bits(got, run(x, k, cfg=cfg, **win, **kw)[0])
+        same_bits(got, run(x, k, cfg=levelled(cfg), **win, **kw)[0])
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -384,7 +395,7 @@ def test_random_calls(data, n, k, kind, dtype):
         )
     if data.draw(st.booleans()):
         kw["index_offset"] = data.draw(st.integers(-100, 100))
-    check(x, k, cfg=data.draw(st.sampled_from([SHORT, SPLIT, DEEP])), **kw)
+    check(x, k, cfg=data.draw(st.sampled_from([SHORT, SPLIT, DEEP, levelled(SPLIT)])), **kw)
 
 
 # ------------------------------------------------------------------ full size, GPU
@@ -426,8 +437,8 @@ def test_gpu_in_launch_same_bits(rows, n, k, dtype):
         x.copy_(make(kind, rows, n, dtype, "cuda", seed=k))
         for order in (Order.NONE, Order.VALUE):
             opt = TopkOptions(order=order)
-            plain = short_path(x, k, opt, sm)
-            fused = short_path(x, k, opt, sm, in_launch(ShortConfig()))
+            plain = short_path(x, k, opt, sm, levelled(ShortConfig()))
+            fused = short_path(x, k, opt, sm)
             assert fused.in_launch and not plain.in_launch, describe(fused)
             got = []
             for plan in (fused, plain):
@@ -510,7 +521,7 @@ def test_in_launch_prefilters_its_merge():
     """As below, in one launch: the merge of the 8 segments' units (2048 columns) by
     the last segment to finish, with the sampled threshold; the same bits as the
     plan of one launch per level."""
-    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=True)
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=True, **FEW)
     x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
     plan = short_path(x, 256, TopkOptions(), SM, cfg)
     assert plan.in_launch and len(plan.levels) == 2, describe(plan)
@@ -524,7 +535,7 @@ def test_prefilter_on_merge_candidates():
     """Segments of 2048 and k = 256: the first level and the merge of the 8 segments'
     candidates (2048 pairs) both keep ~450 elements by the sampled threshold (room
     512); the same bits as without the prefilter, and the oracle's top k."""
-    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024)
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, **FEW)
     x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
     plan = short_path(x, 256, TopkOptions(), SM, cfg)
     assert [lv.src_cand for lv in plan.levels] == [False, True], describe(plan)
@@ -543,6 +554,7 @@ def test_short_config_variants_by_name():
     assert ShortConfig.variant("nopf") == ShortConfig(prefilter=False)
     assert ShortConfig.variant("split16384@80") == ShortConfig(split_max_n=16384, reg_cap=80)
     assert ShortConfig.variant("fused") == ShortConfig(merge_in_launch=True)
+    assert ShortConfig.variant("levelled") == ShortConfig(merge_in_launch=False)
     assert ShortConfig.variant("fused+seg2048@96") == ShortConfig(
         merge_in_launch=True, seg_max=2048, reg_cap=96
     )

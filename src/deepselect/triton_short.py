@@ -13,9 +13,10 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   levels then read those pairs in groups of ``G`` (the same kernel in candidate
   mode) until one group per row is left, which writes the outputs. Exact, because
   every element of a row's top-k is in its segment's top-k (and in its group's
-  top-k at each level). With ``ShortConfig(merge_in_launch=True)`` the merges run in
-  the segments' launch (:func:`split_fused_kernel`): the last program of a group to
-  finish (a per-group counter) merges it, and so on up the levels.
+  top-k at each level). Where at most MAX_IN_LAUNCH merge levels are needed (the
+  default ``ShortConfig.merge_in_launch``) the merges run in the segments' launch
+  (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
+  counter) merges it, and so on up the levels; otherwise one launch per level.
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
@@ -842,26 +843,21 @@ class ShortConfig:
     min_seg: shortest split segment; a segment is also at least ``4 * k`` long, so
         it keeps at most a quarter of its elements and every merge level shrinks
         the candidates by at least 4.
-    split_rows: few rows: split while ``rows < split_rows * sm_count`` (one
-        streaming program per row would leave SMs idle).
-    split_rows_long: rows of at least ``long_n`` elements split only while ``rows <
-        split_rows_long * sm_count``. The split's work grows with rows x N (every
-        segment selects its own k), one wave of streaming programs takes one row's
-        time whatever the row count: on an H200 the split of 64 x 1M bf16 took 1.16
-        ms, 8 x 1M 0.165 ms (~18 us a row), where one wave of streaming programs over
-        256 x 1M took 0.50 and 6 x 1M 0.42-0.62 ms — even from ~26 rows (0.2 x 132
-        SMs); fp32 likewise (64 x 1M split 1.96 ms, ~31 us a row). See
-        benchmarks/RESULTS.md.
+    split_rows, split_rows_mid, split_rows_long: few rows split while ``rows <
+        frac * sm_count``, ``frac`` by the bytes of a row: ``split_rows`` up to
+        ``mid_bytes``, ``split_rows_mid`` up to ``long_bytes``, ``split_rows_long``
+        beyond. The split's work grows with rows x N (every segment selects its own
+        k; ~4 us per MB of rows on an H200), while a wave of streaming programs takes
+        one row's time whatever the row count, so the longer the row, the fewer rows
+        split. On an H200 (bf16 k = 512, CUDA-graph replays, split / streamed, ms):
+        rows of 1M 10 0.113 / 0.156, 14 0.146 / 0.159, 18 0.186 / 0.160, 26 0.250 /
+        0.161; of 64K 24 0.031 / 0.035, 48 0.041 / 0.036, 100 0.068 / 0.036; of 16K
+        64 0.022 / 0.022, 256 0.048 / 0.026, 4096 0.558 / 0.322; fp32 rows of
+        129,280 12 0.048 / 0.051, 24 0.066 / 0.052 (benchmarks/RESULTS.md).
+    mid_bytes, long_bytes: the row sizes (bytes) between the three.
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
         (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
         the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
-    split_max_n16: the same for 16-bit values (bf16, fp16) with ``k <=
-        split_max_k16``: rows of up to two segments, which the streaming kernel reads
-        as four blocks, its sample, the row's ends and a compaction or two. On an
-        H200 (CUDA-graph replays, k = 512, benchmarks/RESULTS.md): bf16 4096 x 16,384
-        0.561 ms split against 0.731 streamed (``torch.topk`` 0.638), 512 x 16,384
-        0.083 against 0.133; at 32,768 the stream won (0.813 against 1.106). Not
-        timed for 32-bit values or larger k, which keep the stream.
     radix: the pivot search: a radix select built on ``tl.histogram`` (True), or the
         older ``np_pivots``-ary search by counting (False); both are exact, kept side
         by side to be timed against each other.
@@ -885,27 +881,35 @@ class ShortConfig:
     merge_in_launch: a split in one launch (:func:`split_fused_kernel`): the last
         program of a group to finish merges it, level after level, instead of one
         launch per merge level; each unit of candidates takes ``KP`` columns (not k),
-        so groups hold whole units. Bit for bit the same result. Off: untimed (1 x 1M
-        bf16 took 36 us in three launches on an H200; how much of it is launches is
-        what ``benchmarks/short_table.py --levels`` tells).
+        so groups hold whole units. Bit for bit the same result. Taken where its plan
+        needs at most MAX_IN_LAUNCH merge levels and the segments' programs number
+        at most ``in_launch_per_sm`` per SM. It saves the host launches (eager
+        calls) and costs the device the merges' waits once programs queue for SMs;
+        on an H200 (bf16 k = 512, ms, graph replays / eager calls, levelled ->
+        in-launch): 1 x 1M 0.036 -> 0.034 / 0.314 -> 0.169, 6 x 64K 0.020 -> 0.020
+        / 0.222 -> 0.158, 6 x 1M (768 programs) 0.080 -> 0.083 / 0.316 -> 0.219,
+        10 x 1M (1,280) 0.113 -> 0.120; fp32 6 x 129,280 0.038 -> 0.039 / 0.216 ->
+        0.168; bf16 48 x 64K (384) 0.041 -> 0.044.
+    in_launch_per_sm: see ``merge_in_launch``.
     """
 
     nmax: int = 8192
     seg_max: int = 8192
     min_seg: int = 1024
-    split_rows: float = 1.0
-    split_rows_long: float = 0.2
-    long_n: int = 1 << 18
+    split_rows: float = 0.5
+    split_rows_mid: float = 0.25
+    split_rows_long: float = 0.11
+    mid_bytes: int = 1 << 15
+    long_bytes: int = 1 << 17
     split_max_n: int = 0
-    split_max_n16: int = 16384
-    split_max_k16: int = 512
     np_pivots: int = 8
     fused_stats: bool | None = None
     radix: bool = True
     radix_bits: int = 6
     reg_cap: int = 0
     prefilter: bool = True
-    merge_in_launch: bool = False
+    merge_in_launch: bool = True
+    in_launch_per_sm: float = 6.0
 
     __hash__ = _hash_once
 
@@ -914,7 +918,8 @@ class ShortConfig:
         """A named variant for timing and compile checks: parts joined by ``+``, each
         ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
         counting pivot search), ``nopf`` (no prefilter), ``fused`` (the split's merges
-        in its launch: ``merge_in_launch``), ``splitN`` (rows of up to N split at any
+        in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
+        merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
         whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
         body, _, cap = name.partition("@")
@@ -926,8 +931,8 @@ class ShortConfig:
                 fields_["prefilter"] = False
             elif part == "old":
                 fields_["radix"] = False
-            elif part == "fused":
-                fields_["merge_in_launch"] = True
+            elif part in ("fused", "levelled"):
+                fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
             elif word in ("radix", "split", "seg") and num.isdigit():
@@ -935,8 +940,8 @@ class ShortConfig:
                 fields_[key] = int(num)
             else:
                 raise ValueError(
-                    "variant: parts radix, radixB, old, nopf, fused, splitN or segN joined "
-                    f"by '+', optionally @CAP; got {name!r}"
+                    "variant: parts radix, radixB, old, nopf, fused, levelled, splitN or segN "
+                    f"joined by '+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1083,17 +1088,18 @@ def _plan(
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:
         return None
-    moderate = n <= cfg.split_max_n or (
-        bits == 16 and k <= cfg.split_max_k16 and n <= cfg.split_max_n16
-    )
-    if rows >= cfg.split_rows * sm_count and not moderate:
-        return None
-    if n >= cfg.long_n and rows >= cfg.split_rows_long * sm_count:
+    row_bytes = n * bits // 8
+    frac = cfg.split_rows if row_bytes <= cfg.mid_bytes else cfg.split_rows_mid
+    if row_bytes > cfg.long_bytes:
+        frac = cfg.split_rows_long
+    if rows >= frac * sm_count and n > cfg.split_max_n:
         return None
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
-    merges = _in_launch_levels(nseg, kp, cfg) if cfg.merge_in_launch else None
+    merges = None
+    if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
+        merges = _in_launch_levels(nseg, kp, cfg)
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
