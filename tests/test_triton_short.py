@@ -105,6 +105,9 @@ def test_plan_split_and_stream():
         assert short_path(torch.empty(rows_split, n, dtype=dtype), 512, opt, 132).kind == "split"
         assert short_path(torch.empty(rows_split + 1, n, dtype=dtype), 512, opt, 132) is None
     assert short_path(torch.empty(29, 2**20), 512, opt, 264).kind == "split"  # twice the SMs
+    # one row splits on any GPU (one streaming program would leave every other SM idle)
+    assert short_path(torch.empty(1, 2**20), 512, opt, 4).kind == "split"
+    assert short_path(torch.empty(2, 2**20), 512, opt, 4) is None
     # many rows, moderate or long: the streaming kernel (measured faster at 4096 x 16K,
     # 256 x 64K); the split for moderate rows at any batch stays available by
     # configuration

@@ -844,7 +844,7 @@ class ShortConfig:
         it keeps at most a quarter of its elements and every merge level shrinks
         the candidates by at least 4.
     split_rows, split_rows_mid, split_rows_long: few rows split while ``rows <
-        frac * sm_count``, ``frac`` by the bytes of a row: ``split_rows`` up to
+        frac * sm_count`` (one row always), ``frac`` by the bytes of a row: ``split_rows`` up to
         ``mid_bytes``, ``split_rows_mid`` up to ``long_bytes``, ``split_rows_long``
         beyond. The split's work grows with rows x N (every segment selects its own
         k; ~4 us per MB of rows on an H200), while a wave of streaming programs takes
@@ -1092,8 +1092,8 @@ def _plan(
     frac = cfg.split_rows if row_bytes <= cfg.mid_bytes else cfg.split_rows_mid
     if row_bytes > cfg.long_bytes:
         frac = cfg.split_rows_long
-    if rows >= frac * sm_count and n > cfg.split_max_n:
-        return None
+    if rows > 1 and rows >= frac * sm_count and n > cfg.split_max_n:
+        return None  # (one row always splits: a program alone leaves the rest idle)
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
