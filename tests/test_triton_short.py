@@ -537,8 +537,9 @@ def test_in_launch_prefilters_its_merge():
 def test_prefilter_on_merge_candidates():
     """Segments of 2048 and k = 256: the first level and the merge of the 8 segments'
     candidates (2048 pairs) both keep ~450 elements by the sampled threshold (room
-    512); the same bits as without the prefilter, and the oracle's top k."""
-    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, **FEW)
+    512); the same bits as without the prefilter, and the oracle's top k. One launch
+    per level (the in-launch merge's prefilter: the test above)."""
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=False, **FEW)
     x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
     plan = short_path(x, 256, TopkOptions(), SM, cfg)
     assert [lv.src_cand for lv in plan.levels] == [False, True], describe(plan)
