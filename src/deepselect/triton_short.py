@@ -844,16 +844,17 @@ class ShortConfig:
         it keeps at most a quarter of its elements and every merge level shrinks
         the candidates by at least 4.
     split_rows, split_rows_mid, split_rows_long: few rows split while ``rows <
-        frac * sm_count`` (one row always), ``frac`` by the bytes of a row: ``split_rows`` up to
-        ``mid_bytes``, ``split_rows_mid`` up to ``long_bytes``, ``split_rows_long``
-        beyond. The split's work grows with rows x N (every segment selects its own
-        k; ~4 us per MB of rows on an H200), while a wave of streaming programs takes
-        one row's time whatever the row count, so the longer the row, the fewer rows
-        split. On an H200 (bf16 k = 512, CUDA-graph replays, split / streamed, ms):
-        rows of 1M 10 0.113 / 0.156, 14 0.146 / 0.159, 18 0.186 / 0.160, 26 0.250 /
-        0.161; of 64K 24 0.031 / 0.035, 48 0.041 / 0.036, 100 0.068 / 0.036; of 16K
-        64 0.022 / 0.022, 256 0.048 / 0.026, 4096 0.558 / 0.322; fp32 rows of
-        129,280 12 0.048 / 0.051, 24 0.066 / 0.052 (benchmarks/RESULTS.md).
+        frac * sm_count`` (one row always), ``frac`` by the bytes of a row:
+        ``split_rows`` up to ``mid_bytes``, ``split_rows_mid`` up to ``long_bytes``,
+        ``split_rows_long`` beyond. The split's work grows with rows x N (every
+        segment selects its own k; ~4 us per MB of rows on an H200), while a wave of
+        streaming programs takes one row's time whatever the row count, so the
+        longer the row, the fewer rows split. On an H200 (bf16 k = 512, CUDA-graph
+        replays, split / streamed, ms): rows of 1M 10 0.113 / 0.156, 14 0.146 /
+        0.159, 18 0.186 / 0.160, 26 0.250 / 0.161; of 64K 24 0.031 / 0.035, 48 0.041
+        / 0.036, 100 0.068 / 0.036; of 16K 64 0.022 / 0.022, 256 0.048 / 0.026, 4096
+        0.558 / 0.322; fp32 rows of 129,280 12 0.048 / 0.051, 24 0.066 / 0.052
+        (benchmarks/RESULTS.md).
     mid_bytes, long_bytes: the row sizes (bytes) between the three.
     split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
         (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
@@ -1035,8 +1036,8 @@ def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | No
     """Merge levels for :func:`split_fused_kernel`: each reduces ``units`` of ``kp``
     candidate columns in groups of whole units (as many as ``nmax`` slots hold, fewer
     where fewer are left), each with the warps its slots want (the launch takes the
-    most of its levels'); None where more than
-    MAX_IN_LAUNCH levels would be needed or a group would hold only one unit."""
+    most of its levels'); None where more than MAX_IN_LAUNCH levels would be needed
+    or a group would hold only one unit."""
     out = []
     while True:
         g = min(cfg.nmax, max(16, _next_pow2(units * kp)))
@@ -1089,8 +1090,11 @@ def _plan(
     if lmin > cfg.nmax:
         return None
     row_bytes = n * bits // 8
-    frac = cfg.split_rows if row_bytes <= cfg.mid_bytes else cfg.split_rows_mid
-    if row_bytes > cfg.long_bytes:
+    if row_bytes <= cfg.mid_bytes:
+        frac = cfg.split_rows
+    elif row_bytes <= cfg.long_bytes:
+        frac = cfg.split_rows_mid
+    else:
         frac = cfg.split_rows_long
     if rows > 1 and rows >= frac * sm_count and n > cfg.split_max_n:
         return None  # (one row always splits: a program alone leaves the rest idle)
