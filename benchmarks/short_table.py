@@ -2,13 +2,15 @@
 the streaming kernel and torch.topk, in one run (every result checked first).
 
     python benchmarks/short_table.py [--repeats 20] [--variant radix,old,nopf] [--graph]
-        [--only bf16:4096:4096]
+        [--only bf16:4096:4096[:k],...] [--dist normal]
 
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
 ``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch, the
 default where its programs are few), ``levelled`` (one launch per merge level),
+``sieve`` (a split tries the sieve first; the ``held`` column: the share of rows
+whose sample's key held, the others went through the exact split after it),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
 ``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
 each optionally with a register cap,
@@ -64,6 +66,7 @@ def main() -> None:
         help="these shapes instead of the table's (k = 512)",
     )
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
+    p.add_argument("--dist", default="normal", help="the rows' distribution (kernel_table's)")
     p.add_argument(
         "--levels", action="store_true", help="each level of a split plan timed on its own"
     )
@@ -78,8 +81,8 @@ def main() -> None:
     if a.only:
         shapes = []
         for item in a.only.split(","):
-            dts, b, n = item.split(":")
-            shapes.append((dts, int(b), int(n), 512))
+            dts, b, n, *kk = item.split(":")
+            shapes.append((dts, int(b), int(n), int(kk[0]) if kk else 512))
     sm = _sm_count(0)
     print(
         f"{'shape':24s} {'search':8s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} "
@@ -90,7 +93,7 @@ def main() -> None:
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
-        inputs = [draw("normal", rows, n, dtype, s) for s in range(copies_for(nbytes))]
+        inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
         opt = TopkOptions()
 
         def out(x, k=k):
@@ -118,15 +121,21 @@ def main() -> None:
 
             status = "-"
             t_short = float("nan")
+            held = ""
             if plan is not None:
                 status = check(inputs[0], k, "none", *short(inputs[0]))
                 t_short = timer(short, inputs, a.repeats)
+                if plan.sieve:
+                    v, i = out(inputs[0])
+                    gate = run_short(inputs[0], k, opt, v, i, plan)
+                    held = f" held {1 - gate.float().mean().item():.2f}"
             best = min(t for t in (t_short, t_stream) if t == t)
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
             print(
                 f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
                 + f" {vname:8s} {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} "
-                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
+                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}"
+                + held,
                 flush=True,
             )
             if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:

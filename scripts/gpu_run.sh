@@ -6,7 +6,8 @@
 # quick table with ROBUST_VARIANT, else VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
-# SHORT=1 adds the few/short-rows table (SHORT_ARGS its options), HOST=1 small
+# SHORT=1 adds the few/short-rows table (SHORT_ARGS its options; SHORT_DIST="ascending
+# distinct32" the same on those rows, SHORT_DIST_ARGS their options), HOST=1 small
 # calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
 # NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
 # NCU_SOURCE="name:one_call.py args;..." each launch's stall samples per SASS instruction,
@@ -62,6 +63,9 @@ if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one l
 fi
 if [ "${SHORT:-0}" = 1 ]; then
   (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py ${SHORT_ARGS:-}) 2>&1 | tee "$OUT/short.txt"
+  for d in ${SHORT_DIST:-}; do  # SHORT_DIST="ascending ...": the same table on those rows
+    (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py --dist $d ${SHORT_DIST_ARGS:-${SHORT_ARGS:-}}) 2>&1 | tail -n +2 | sed "s/^/$d /" | tee -a "$OUT/short.txt"
+  done
 fi
 if [ "${HOST:-0}" = 1 ]; then  # host / eager / graph-replay time of small calls
   (cd benchmarks && timeout ${HOST_TIMEOUT:-150} python3 host_table.py ${HOST_ARGS:-}) 2>&1 | tee "$OUT/host.txt" | tail -14
