@@ -9,8 +9,6 @@ kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digit
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
 ``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch, the
 default where its programs are few), ``levelled`` (one launch per merge level),
-``sieve`` (a split tries the sieve first; the ``held`` column: the share of rows
-whose sample's key held, the others went through the exact split after it),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
 ``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
 each optionally with a register cap,
@@ -121,21 +119,15 @@ def main() -> None:
 
             status = "-"
             t_short = float("nan")
-            held = ""
             if plan is not None:
                 status = check(inputs[0], k, "none", *short(inputs[0]))
                 t_short = timer(short, inputs, a.repeats)
-                if plan.sieve:
-                    v, i = out(inputs[0])
-                    gate = run_short(inputs[0], k, opt, v, i, plan)
-                    held = f" held {1 - gate.float().mean().item():.2f}"
             best = min(t for t in (t_short, t_stream) if t == t)
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
             print(
                 f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
                 + f" {vname:8s} {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} "
-                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}"
-                + held,
+                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
                 flush=True,
             )
             if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:

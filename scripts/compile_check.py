@@ -156,23 +156,17 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     page_flags = (("PAGED", True), ("PAGE_SHIFT", 6), ("HAS_R2B", False)) if paged else ()
     out = []
     # the arguments run_short launches each level with (its compile-time ones, warps,
-    # register cap); the compile-time parameters it leaves at their defaults (the page
-    # map's flags, the gate), spelled out
+    # register cap); the compile-time parameters left at their defaults there (the page
+    # map's flags), spelled out
     kernel, signature = triton_short.short_rows_kernel, triton_short.kernel_signature
     levels = plan.levels
     if plan.in_launch:  # one launch: compiled once, reported as its first level
         kernel, signature = triton_short.split_fused_kernel, triton_short.in_launch_signature
         levels = plan.levels[:1]
-    launch = list(triton_short._launch_kwargs(dtype, plan, flags, page_flags, False))
-    runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
-    if plan.sieve:  # the sieve's launch first, reported as a level of its room
-        sv = plan.sieve
-        lv = triton_short.Level(sv.room, plan.levels[0].nseg, sv.room, False, False, sv.num_warps)
-        kw = triton_short._sieve_kwargs(dtype, plan, flags, page_flags, False)
-        runs.insert(0, (lv, triton_short.sieve_kernel, triton_short.sieve_signature, kw))
-    for lv, kernel, signature, kw in runs:
-        params = inspect.signature(kernel.fn).parameters.values()
-        defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    params = inspect.signature(kernel.fn).parameters.values()
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
+    for lv, kw in zip(levels, launch, strict=True):
         consts = {**defaults, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         if k == 1:
@@ -299,8 +293,8 @@ def main() -> None:
     p.add_argument(
         "--variant",
         default="radix",
-        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / sieve / "
-        "fused / splitN / segN, joined by '+'), each @CAP: a register cap",
+        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / fused / "
+        "splitN / segN, joined by '+'), each @CAP: a register cap",
     )
     p.add_argument(
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"

@@ -89,32 +89,6 @@ def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
     return ok
 
 
-def sieve(dtype, dev="cuda", scale=1) -> bool:
-    """Two long rows through the sieve (its programs append to each row's candidates
-    at places taken from a counter; the last one puts them back in position order and
-    selects): normal rows, which it holds, and rows of two values, which it leaves to
-    the exact split after it."""
-    rows, n, k = 2, 400_000 // scale, 512 // scale
-    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(sieve=True)
-    if scale > 1:  # slices of the interpreter's size
-        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0, sieve=True,
-                          sieve_room=1024)  # fmt: skip
-    ok = True
-    for kind, held in (("normal", True), ("distinct2", False)):
-        x = make(kind, rows, n, dtype, dev, seed=5)
-        for order in (Order.NONE, Order.VALUE):
-            opt = TopkOptions(order=order)
-            plan = short_path(x, k, opt, sm, cfg)
-            ok &= plan is not None and plan.sieve is not None
-            ov = torch.empty((rows, k), dtype=dtype, device=dev)
-            oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
-            gate = run_short(x, k, opt, ov, oi, plan)
-            ok &= gate.tolist() == [int(not held)] * rows
-            ok &= check_against_oracle(x, ov, oi, k, opt, max_rows=rows) == EXACT
-    return ok
-
-
 def cases(which: str, dev: str = "cuda", scale: int = 1):
     """(name, thunk) pairs of the chosen set."""
     out = []
@@ -129,7 +103,6 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
         out.append(("split in one launch bf16", split, (torch.bfloat16, True)))
         out.append(("split level by level bf16", split, (torch.bfloat16, False)))
-        out.append(("split with a sieve bf16", sieve, (torch.bfloat16,)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):

@@ -15,7 +15,7 @@ from helpers import assert_same_topk, bits, warm_then_capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deepselect import TopkOptions, oracle_topk, triton_short
+from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
 from deepselect.triton_backend import _RAW
@@ -23,9 +23,7 @@ from deepselect.triton_short import (
     CROWDED,
     MAX_IN_LAUNCH,
     ShortConfig,
-    Sieve,
     _launch_kwargs,
-    _sieve_sample,
     _warps,
     describe,
     prefilters,
@@ -596,127 +594,3 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     assert cap(4096, ShortConfig(reg_cap=96)) == 96
     assert cap(4096, interp=True) is None
     assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")
-
-
-# ------------------------------------------------------------------------ the sieve
-# rows of 2000 in segments of 128; 256 candidates kept at most, a sample of 128
-SIEVE = ShortConfig(nmax=128, seg_max=128, min_seg=64, sieve=True, sieve_room=256, **FEW)
-
-
-def test_plan_sieve():
-    """The sieve is planned for splits only, off by default, with the smallest
-    sample whose expected count kept fits the room's share, and not where k fills
-    the room."""
-    opt = TopkOptions()
-    x = torch.empty(1, 2**20, dtype=torch.bfloat16, device="meta")
-    assert short_path(x, 512, opt, 132).sieve is None
-    p = short_path(x, 512, opt, 132, ShortConfig(sieve=True))
-    assert p.kind == "split" and p.in_launch and p.sieve == Sieve(2048, 8192, 16)
-    assert describe(p).endswith(" in-launch sieve=2048/8192")
-    for k, n in ((512, 2**20), (1024, 2**20), (64, 2**16), (512, 2**22)):
-        s = _sieve_sample(n, k, ShortConfig(sieve=True))
-        kept = [k + (2.5 * (k * t / n) ** 0.5 + 2) * n / t for t in (s // 2, s)]
-        assert kept[1] <= 0.4 * 8192 < kept[0], (k, n, s)
-    assert _sieve_sample(2**23 - 1, 2048, ShortConfig(sieve=True)) is None  # 2 n / S > room
-    assert short_path(x, 2048, opt, 132, ShortConfig(sieve=True)).sieve is None
-    short = torch.empty(4, 3000, device="meta")
-    assert short_path(short, 64, opt, 132, ShortConfig(sieve=True)).sieve is None
-
-
-def sieve_check(x, k, cfg=SIEVE, sm=SM, **kw):
-    """``check`` through a plan with a sieve; returns the sieve's words (1: the row
-    went through the exact split after it)."""
-    opt = TopkOptions(**kw)
-    plan = short_path(x, k, opt, sm, cfg)
-    assert plan.sieve is not None, describe(plan)
-    rows = x.shape[0]
-    ov = torch.full((rows, k), 123.0, dtype=x.dtype, device=x.device)
-    oi = torch.full((rows, k), -77, dtype=opt.index_dtype, device=x.device)
-    gate = run_short(x, k, opt, ov, oi, plan)
-    assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order)
-    return gate.tolist()
-
-
-@pytest.fixture
-def appends_reversed(monkeypatch):
-    """The sieve's segments taken last to first, so that their appends arrive out of
-    position order (the interpreter runs programs one after another in order)."""
-    plain = triton_short._sieve_kwargs
-    monkeypatch.setattr(triton_short, "_sieve_kwargs", lambda *a: {**plain(*a), "REVERSED": True})
-
-
-@pytest.mark.parametrize(
-    "kind, dtype, k, kw, held",
-    [
-        ("normal", torch.bfloat16, 8, dict(order=Order.NONE), True),
-        ("ascending", torch.float32, 8, dict(order=Order.VALUE, largest=False), True),
-        # ~60 copies of each value: the top k tied across segments, kept whole
-        ("distinct32", torch.bfloat16, 8, dict(order=Order.NONE), True),
-        ("distinct32", torch.float16, 20, dict(order=Order.INDEX, index_dtype=torch.int64), True),
-        # every element tied: more than the room kept, the exact split takes the row
-        ("all_equal", torch.bfloat16, 8, dict(order=Order.NONE), False),
-        ("distinct2", torch.float32, 20, dict(order=Order.VALUE), False),
-    ],
-)
-def test_sieve_exact_where_it_holds_and_not(kind, dtype, k, kw, held, appends_reversed):
-    """Against the oracle with the appends out of position order (ties at the k-th key
-    resolved by index after the runs are put back), both where the sample's key holds
-    and where the row goes through the exact split after the sieve."""
-    x = make(kind, 2, 2000, dtype, DEV, seed=KINDS.index(kind))
-    assert sieve_check(x, k, **kw) == [int(not held)] * 2
-
-
-@pytest.mark.parametrize("merge_in_launch", [True, False])
-def test_sieve_windows_fills_and_the_exact_split_after_it(merge_in_launch):
-    """Windows: a whole row, one shorter than the room (every element kept), one with
-    fewer than k, an empty one, and one whose elements are all equal (the exact
-    split's launches take that row alone; in one launch or level by level)."""
-    cfg = dataclasses.replace(SIEVE, merge_in_launch=merge_in_launch, in_launch_per_sm=64)
-    x = make("normal", 5, 2000, torch.bfloat16, DEV, seed=3)
-    x[4, 100:1900] = 0.5
-    begin = torch.tensor([0, 700, 1990, 50, 100], device=DEV)
-    end = torch.tensor([2000, 900, 1995, 50, 1900], device=DEV)
-    off = torch.tensor([1, 2, 3, 4, 5], device=DEV)
-    win = dict(cfg=cfg, sm=8, begin=begin, end=end)
-    got = sieve_check(x, 12, **win, index_offset=off, fill_index=-2, fill_value=0.25)
-    assert got == [0, 0, 0, 0, 1]
-    got = sieve_check(x, 12, **win, order=Order.VALUE, largest=False)
-    assert got == [0, 0, 0, 0, 1]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "rows, n, k, dtype, kind, held",
-    [
-        (1, 2**20, 512, torch.bfloat16, "normal", True),
-        (6, 2**16, 1024, torch.bfloat16, "normal", True),  # level by level after it
-        (6, 129_280, 512, torch.float32, "normal", True),
-        (3, 2**20, 512, torch.bfloat16, "ascending", True),
-        (3, 2**20, 512, torch.bfloat16, "distinct32", False),  # 32K copies of the top key
-        (2, 2**22 + 3, 512, torch.bfloat16, "normal", True),
-    ],
-)
-def test_gpu_sieve(rows, n, k, dtype, kind, held):
-    """The sieve at full size, its programs racing for each row's candidates: the
-    oracle's top k, sorted and unsorted, the rows held where the sample's key holds
-    and taken by the exact split where it does not; and captured in a CUDA graph, each
-    replay exact after the data and windows change in place."""
-    sm = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = ShortConfig(sieve=True, merge_in_launch=k < 1024)
-    x = make(kind, rows, n, dtype, "cuda", seed=rows)
-    for order in (Order.NONE, Order.VALUE):
-        assert sieve_check(x, k, cfg=cfg, sm=sm, order=order) == [int(not held)] * rows
-    begin = torch.zeros(rows, dtype=torch.int64, device="cuda")
-    opt = TopkOptions(begin=begin, end=torch.full((rows,), n, device="cuda"))
-    plan = short_path(x, k, opt, sm, cfg)
-    ov = torch.empty((rows, k), dtype=dtype, device="cuda")
-    oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
-    graph, _ = warm_then_capture(lambda: run_short(x, k, opt, ov, oi, plan))
-    g = torch.Generator(device="cuda").manual_seed(rows)
-    for seed in range(3):
-        x.copy_(make("distinct32" if seed % 2 else "normal", rows, n, dtype, "cuda", seed=seed))
-        opt.begin.copy_(torch.randint(0, n // 2, (rows,), device="cuda", generator=g))
-        opt.end.copy_(opt.begin + torch.randint(0, n, (rows,), device="cuda", generator=g))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")

@@ -409,47 +409,6 @@ def _finish(
 
 
 @triton.jit
-def _input_slice(
-    x_row,
-    stride_xc,
-    N,
-    row,
-    seg,
-    L,
-    begin_ptr,
-    end_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    NMAX: tl.constexpr,
-    NT: tl.constexpr,
-):
-    """Slice ``seg`` (positions ``[seg * L, seg * L + L)``) of one input row, laid out by
-    :func:`_spread`: its keys (any value where not valid), positions, validity (inside
-    the slice and the row's window) and the row's window ``[lo, hi)``."""
-    o = _spread(NMAX, NT)
-    if HAS_WINDOW:
-        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-    else:
-        lo = 0
-        hi = N
-    idx = seg * L + o
-    valid = (o < L) & (idx >= lo) & (idx < hi)
-    # the load's mask on 16-byte bounds (inside the row), so that it stays one
-    # vector load per 16 bytes; elements outside the window are read, not used
-    V: tl.constexpr = 8 if RAW16 else 4
-    lo_v = (lo // V) * V
-    hi_v = ((hi + V - 1) // V) * V
-    ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
-    raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
-    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-    return keys, idx, valid, lo, hi
-
-
-@triton.jit
 def _slice_topk(
     x_row,
     stride_xc,
@@ -523,10 +482,21 @@ def _slice_topk(
         lo = 0
         hi = C
     else:
-        keys, idx, valid, lo, hi = _input_slice(
-            x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
-        )  # fmt: skip
+        if HAS_WINDOW:
+            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+        else:
+            lo = 0
+            hi = N
+        idx = pos_in
+        valid = (o < L) & (idx >= lo) & (idx < hi)
+        # the load's mask on 16-byte bounds (inside the row), so that it stays one
+        # vector load per 16 bytes; elements outside the window are read, not used
+        V: tl.constexpr = 8 if RAW16 else 4
+        lo_v = (lo // V) * V
+        hi_v = ((hi + V - 1) // V) * V
+        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
 
     # invalid elements get key 0: below every pivot and never above P, so that only
     # the stats and the ties at P need the mask (not every step of the search)
@@ -609,7 +579,6 @@ def short_rows_kernel(
     n_batch,
     r2b_ptr,
     scr_ptr,
-    gate_ptr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     INF_BITS: tl.constexpr,
@@ -633,7 +602,6 @@ def short_rows_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
-    GATE: tl.constexpr = False,
 ):
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
     row ``p // nseg``.
@@ -646,25 +614,20 @@ def short_rows_kernel(
     ``[s*k, s*k + k)``, selection in index order, then -1 padding.
     Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs (any strides),
     with order, index offset and fills; needs ``nseg == 1``.
-    ``L <= NMAX``; ``KP`` is a power of two ``>= k``. GATE: only rows whose word at
-    ``gate_ptr`` is non-zero (those that :func:`sieve_kernel` left)."""
+    ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
     row64 = row.to(tl.int64)
-    go = True
-    if GATE:
-        go = tl.load(gate_ptr + row) != 0
-    if go:
-        _slice_topk(
-            x_ptr + row64 * stride_xr, stride_xc, N, row, seg, begin_ptr, end_ptr,
-            sk_ptr + row64 * C, si_ptr + row64 * C, C, dk_ptr, di_ptr, DC, k, ov_ptr, oi_ptr,
-            stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
-            fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-            scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
-            DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX,
-            RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
-        )  # fmt: skip
+    _slice_topk(
+        x_ptr + row64 * stride_xr, stride_xc, N, row, seg, begin_ptr, end_ptr,
+        sk_ptr + row64 * C, si_ptr + row64 * C, C, dk_ptr, di_ptr, DC, k, ov_ptr, oi_ptr,
+        stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
+        fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
+        DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX,
+        RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+    )  # fmt: skip
 
 
 @triton.jit
@@ -785,7 +748,6 @@ def split_fused_kernel(
     n_batch,
     r2b_ptr,
     scr_ptr,
-    gate_ptr,
     KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr,
     INF_BITS: tl.constexpr,
@@ -812,7 +774,6 @@ def split_fused_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
-    GATE: tl.constexpr = False,
 ):
     """A whole split in one launch: program ``p`` selects segment ``p % nseg`` of row
     ``p // nseg`` (``L`` elements, ``NMAX`` held) into its unit of ``KP`` candidate
@@ -824,226 +785,37 @@ def split_fused_kernel(
     levels. Candidates ``ck/ci [rows, DCT]``: level 0 from column 0, each level's
     units after the previous level's; the last level writes the caller's outputs.
     The groups are the same runs of candidates in index order whoever merges them,
-    so the result is bit for bit that of :func:`short_rows_kernel`'s levels. GATE:
-    only rows whose word at ``gate_ptr`` is non-zero."""
+    so the result is bit for bit that of :func:`short_rows_kernel`'s levels."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
-    row64 = row.to(tl.int64)
-    go = True
-    if GATE:
-        go = tl.load(gate_ptr + row) != 0
-    if go:
-        x_row = x_ptr + row64 * stride_xr
-        ck_row = ck_ptr + row64 * DCT
-        ci_row = ci_ptr + row64 * DCT
-        scr_base = scr_ptr + pid.to(tl.int64) * SCR
-        _slice_topk(
-            x_row, stride_xc, N, row, seg, begin_ptr, end_ptr, ck_row, ci_row, 0, ck_ptr, ci_ptr,
-            DCT, KP, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, False, True, ORDER,
-            HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX, RADIX_BITS,
-            PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
-        )  # fmt: skip
-        alive = pid >= 0
-        unit = seg
-        units = nseg
-        col = 0
-        cnt_row = cnt_ptr + row64 * NCNT
-        for m in tl.static_range(NLEV):
-            alive, unit, units, col, cnt_row = _merge_up(
-                alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
-                ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
-                stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
-                page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
-                LARGEST, RAW16, m == NLEV - 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES,
-                MS[m], KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PS[m], CS[m], NT, PAGED,
-                PAGE_SHIFT, HAS_R2B,
-            )  # fmt: skip
-
-
-@triton.jit
-def _sieve_threshold(
-    x_row,
-    stride_xc,
-    lo,
-    hi,
-    row,
-    k,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    S: tl.constexpr,
-    CR: tl.constexpr,
-):
-    """The row's sieve key: 0 (every valid element passes) where its window holds at
-    most ``CR`` elements; otherwise the ``r``-th largest of ``S`` keys read one from
-    each of ``S`` equal strata of the window, at a hashed place in it (data-independent,
-    so that no period of the data lines up with the sample), ``r`` the expected number
-    of samples at or above the k-th key, ``m = k S / n``, plus 2.5 standard deviations
-    and 2. Every program of a row computes the same key from the same reads."""
-    n = hi - lo
-    thr = (n * 0).to(tl.uint32)
-    if n > CR:
-        i = tl.arange(0, S)
-        width = n // S
-        h = (i.to(tl.uint32) + row.to(tl.uint32) * S) * 0x9E3779B1
-        h = h ^ (h >> 15)
-        pos = lo + i * width + (h % width.to(tl.uint32)).to(tl.int32)
-        raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
-        sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        m = (k * S) / n.to(tl.float32)
-        r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-        thr, _ = K._radix_select(
-            sk, n * 0 + S, tl.max(sk, axis=0), tl.min(sk, axis=0), r, 16 if RAW16 else 32,
-            RADIX_BITS,
-        )  # fmt: skip
-    return thr
-
-
-@triton.jit
-def sieve_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    ck_ptr,
-    ci_ptr,
-    seg_ptr,
-    cnt_ptr,
-    flag_ptr,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    L,
-    nseg,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PREFILTER: tl.constexpr,
-    CAND: tl.constexpr,
-    NT: tl.constexpr,
-    S: tl.constexpr,
-    CR: tl.constexpr,
-    NSEGP: tl.constexpr,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-    REVERSED: tl.constexpr = False,
-):
-    """A split without per-segment selections, for rows where a sample's key holds:
-    program ``p`` takes segment ``p % nseg`` (``L`` elements) of row ``p // nseg``,
-    computes the row's sieve key ``thr`` (:func:`_sieve_threshold`, the same in every
-    program of the row) and appends its valid elements with key ``>= thr`` (in
-    position order) to the row's candidates ``ck/ci [rows, CR]`` at a place taken
-    from the row's counter (``cnt [rows, 2]``: candidates, programs done; zero at
-    launch). ``seg [rows, 2, NSEGP]``: each segment's place and count.
-
-    The last program of the row to finish takes over: if the candidates fit (at most
-    ``CR``) and number at least ``min(k, n)`` (n the window's length), every one of
-    the row's top k is among them (at least k keys are ``>= thr``, so the k-th is),
-    and it puts them back in position order (segment by segment: each segment's run
-    moves to the sum of the counts before it) and selects the top k from them as a
-    merge level does, writing the outputs (``NMAX = CR`` held, prefilter and room
-    ``PREFILTER``/``CAND``). Otherwise it writes nothing and sets the row's word of
-    ``flag [rows]`` to 1, so that the exact split after it (gated by the same words)
-    selects that row; 0 where it wrote the outputs. The writes are the same bits as
-    any other path's: the selection depends only on the row's top k. REVERSED: the
-    segments of a row taken last to first (a test's way to have the appends arrive
-    out of position order where programs run one after another)."""
-    pid = tl.program_id(0)
-    row = pid // nseg
-    seg = pid % nseg
-    if REVERSED:
-        seg = nseg - 1 - seg
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
-    ck_row = ck_ptr + row64 * CR
-    ci_row = ci_ptr + row64 * CR
-    seg_row = seg_ptr + row64 * (2 * NSEGP)
-    cnt_row = cnt_ptr + row64 * 2
-    keys, idx, valid, lo, hi = _input_slice(
-        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-        LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+    ck_row = ck_ptr + row64 * DCT
+    ci_row = ci_ptr + row64 * DCT
+    scr_base = scr_ptr + pid.to(tl.int64) * SCR
+    _slice_topk(
+        x_row, stride_xc, N, row, seg, begin_ptr, end_ptr, ck_row, ci_row, 0, ck_ptr, ci_ptr,
+        DCT, KP, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+        off_scalar, fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch,
+        r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, False, True, ORDER,
+        HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX, RADIX_BITS,
+        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
     )  # fmt: skip
-    thr = _sieve_threshold(
-        x_row, stride_xc, lo, hi, row, k, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16,
-        RADIX_BITS, S, CR,
-    )  # fmt: skip
-    keys = tl.where(valid, keys, 0).to(tl.uint32)
-    keep = valid & (keys >= thr)
-    c = tl.sum(keep.to(tl.int32), axis=0)
-    at = tl.atomic_add(cnt_row, c, sem="relaxed", scope="gpu")
-    slot = at + _running_count(keep.to(tl.int32), NT) - 1
-    room = keep & (slot < CR)
-    tl.store(ck_row + slot, keys.to(tl.int32, bitcast=True), mask=room)
-    tl.store(ci_row + slot, idx, mask=room)
-    tl.store(seg_row + seg, at)
-    tl.store(seg_row + NSEGP + seg, c)
-    tl.debug_barrier()  # every store of the segment before the count that publishes it
-    done = tl.atomic_add(cnt_row + 1, 1, sem="acq_rel", scope="gpu")
-    if done == nseg - 1:
-        total = tl.atomic_add(cnt_row, 0, sem="acquire", scope="gpu")
-        ok = (total <= CR) & (total >= tl.minimum(k, hi - lo))
-        tl.store(flag_ptr + row, 1 - ok.to(tl.int32))
-        if ok:
-            # each segment's run, from its place to the sum of the counts before it
-            q = tl.arange(0, CR)
-            held = q < total
-            qk = tl.load(ck_row + q, mask=held, other=0, cache_modifier=".cg")
-            qi = tl.load(ci_row + q, mask=held, other=0, cache_modifier=".cg")
-            j = tl.arange(0, NSEGP)
-            js = j < nseg
-            sat = tl.load(seg_row + j, mask=js, other=0, cache_modifier=".cg")
-            sc = tl.load(seg_row + NSEGP + j, mask=js, other=0, cache_modifier=".cg")
-            tl.debug_barrier()  # every read of the places before they are overwritten
-            tl.store(seg_row + j, tl.cumsum(sc, axis=0) - sc - sat, mask=js)
-            tl.debug_barrier()
-            dest = q + tl.load(seg_row + qi // L, mask=held, other=0)
-            tl.store(ck_row + dest, qk, mask=held)
-            tl.store(ci_row + dest, qi, mask=held)
-            tl.debug_barrier()  # the runs in place before the selection reads them
-            _slice_topk(
-                x_row, stride_xc, N, row, 0, begin_ptr, end_ptr, ck_row, ci_row, total,
-                ck_ptr, ci_ptr, 0, KP, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir,
-                stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, CR, page_ptr,
-                page_stride, max_pages, n_batch, r2b_ptr, scr_ptr + row64 * CAND, KEY_MASK,
-                SIGN, INF_BITS, LARGEST, RAW16, True, False, ORDER, HAS_WINDOW, OFF_TENSOR,
-                WRITE_VALUES, CR, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PREFILTER, CAND, NT,
-                PAGED, PAGE_SHIFT, HAS_R2B, ".cg",
-            )  # fmt: skip
+    alive = pid >= 0
+    unit = seg
+    units = nseg
+    col = 0
+    cnt_row = cnt_ptr + row64 * NCNT
+    for m in tl.static_range(NLEV):
+        alive, unit, units, col, cnt_row = _merge_up(
+            alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr,
+            ck_row, ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc,
+            stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
+            page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, m == NLEV - 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, MS[m],
+            KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PS[m], CS[m], NT, PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------------- the plan
@@ -1120,16 +892,6 @@ class ShortConfig:
         10 x 1M (1,280) 0.113 -> 0.120; fp32 6 x 129,280 0.038 -> 0.039 / 0.216 ->
         0.168; bf16 48 x 64K (384) 0.041 -> 0.044.
     in_launch_per_sm: see ``merge_in_launch``.
-    sieve: a split first tries :func:`sieve_kernel`: one key per row from a sample,
-        every segment keeps only its elements at or above it (no selection per
-        segment, no merge levels), and one program per row selects from what was
-        kept; rows where the key did not hold (too few or more than ``sieve_room``
-        kept) go through the split's own launches after it, which skip every other
-        row. Exact either way; one launch more.
-    sieve_room: the candidates a row may keep (a power of two, held in registers by
-        the row's last program).
-    sieve_fill: the sample is the smallest power of two (16 up to ``nmax``) for
-        which the expected number kept is at most this share of the room.
     """
 
     nmax: int = 8192
@@ -1149,9 +911,6 @@ class ShortConfig:
     prefilter: bool = True
     merge_in_launch: bool = True
     in_launch_per_sm: float = 6.0
-    sieve: bool = False
-    sieve_room: int = 8192
-    sieve_fill: float = 0.4
 
     __hash__ = _hash_once
 
@@ -1159,8 +918,7 @@ class ShortConfig:
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: parts joined by ``+``, each
         ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
-        counting pivot search), ``nopf`` (no prefilter), ``sieve`` (the split tries the
-        sieve first), ``fused`` (the split's merges
+        counting pivot search), ``nopf`` (no prefilter), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
@@ -1174,8 +932,6 @@ class ShortConfig:
                 fields_["prefilter"] = False
             elif part == "old":
                 fields_["radix"] = False
-            elif part == "sieve":
-                fields_["sieve"] = True
             elif part in ("fused", "levelled"):
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
@@ -1185,8 +941,8 @@ class ShortConfig:
                 fields_[key] = int(num)
             else:
                 raise ValueError(
-                    "variant: parts radix, radixB, old, nopf, sieve, fused, levelled, splitN or "
-                    f"segN joined by '+', optionally @CAP; got {name!r}"
+                    "variant: parts radix, radixB, old, nopf, fused, levelled, splitN or segN "
+                    f"joined by '+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1239,29 +995,6 @@ class Level:
 
 
 @dataclass(frozen=True)
-class Sieve:
-    """The sieve launch of a split (:func:`sieve_kernel`): a sample of ``sample`` keys
-    per row, room for ``room`` candidates per row, ``num_warps`` warps."""
-
-    sample: int
-    room: int
-    num_warps: int
-
-
-def _sieve_sample(n: int, k: int, cfg: ShortConfig) -> int | None:
-    """The sample size of a sieve over rows of ``n``: the smallest power of two from
-    16 up to ``nmax`` whose expected count kept, ``k + (2.5 sqrt(m) + 2) n / S`` with
-    ``m = k S / n``, is at most ``sieve_fill`` of the room; None if none is."""
-    s = 16
-    while s <= min(cfg.nmax, n):
-        m = k * s / n
-        if k + (2.5 * m**0.5 + 2) * n / s <= cfg.sieve_fill * cfg.sieve_room:
-            return s
-        s *= 2
-    return None
-
-
-@dataclass(frozen=True)
 class ShortPlan:
     """The launches of a short-row or split top-k, decided from shapes only."""
 
@@ -1272,7 +1005,6 @@ class ShortPlan:
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
     in_launch: bool = False  # a split whose merges run in its one launch (units of kp)
-    sieve: Sieve | None = None  # tried first (a split only)
 
     __hash__ = _hash_once
 
@@ -1372,16 +1104,12 @@ def _plan(
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
-    sieve = None
-    sample = _sieve_sample(n, k, cfg) if cfg.sieve and n > cfg.sieve_room else None
-    if sample is not None:
-        sieve = Sieve(sample, cfg.sieve_room, max(_warps(L), _warps(cfg.sieve_room)))
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
-        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True, sieve=sieve)
+        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True)
     levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, sieve=sieve)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -1394,11 +1122,8 @@ def describe(plan: ShortPlan | None) -> str:
         return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
-    sieve = plan.sieve
-    return (
-        f"split L={first.L} seg={first.nseg} merge={merges}"
-        + (" in-launch" if plan.in_launch else "")
-        + (f" sieve={sieve.sample}/{sieve.room}" if sieve else "")
+    return f"split L={first.L} seg={first.nseg} merge={merges}" + (
+        " in-launch" if plan.in_launch else ""
     )
 
 
@@ -1468,30 +1193,6 @@ def in_launch_constants(
     return kw
 
 
-def sieve_constants(
-    dtype: torch.dtype,
-    plan: ShortPlan,
-    *,
-    largest: bool,
-    order: Order,
-    has_window: int,
-    off_tensor: bool,
-    write_values: bool,
-) -> dict:
-    """The compile-time parameters of ``sieve_kernel`` for a plan with a sieve: the
-    segments' slice (``NMAX``), the sample and room, and the final selection's
-    prefilter and its room as a merge level of ``room`` candidates would have them."""
-    sv, first = plan.sieve, plan.levels[0]
-    final = Level(sv.room, 1, sv.room, True, False, sv.num_warps)
-    kw = kernel_constants(
-        dtype, plan, final, largest=largest, order=order, has_window=has_window,
-        off_tensor=off_tensor, write_values=write_values,
-    )  # fmt: skip
-    del kw["SRC_CAND"], kw["DST_CAND"]
-    kw.update(NMAX=first.nmax, S=sv.sample, CR=sv.room, NSEGP=_next_pow2(first.nseg))
-    return kw
-
-
 def cand_size(nmax: int, kp: int) -> int:
     """Room for the elements a prefilter keeps (a power of two): twice ``kp`` (the
     power of two >= k), at least an eighth of the slice."""
@@ -1514,10 +1215,9 @@ def _launch_kwargs(
     (warps, the register cap; none in the interpreter). An ``in_launch`` plan: one
     launch's (:func:`in_launch_constants`), at its levels' warps, uncapped unless
     the config caps it."""
-    gate = {"GATE": True} if plan.sieve else {}
     if plan.in_launch:
         kw = in_launch_constants(dtype, plan, **dict(flags))
-        kw.update(page_flags, **gate)
+        kw.update(page_flags)
         kw["num_warps"] = plan.levels[0].num_warps
         if plan.cfg.reg_cap and not interp:
             kw["maxnreg"] = plan.cfg.reg_cap
@@ -1527,25 +1227,12 @@ def _launch_kwargs(
         kw = kernel_constants(dtype, plan, lv, **dict(flags))
         if not lv.dst_cand:
             kw.update(page_flags)
-        kw.update(gate, num_warps=lv.num_warps)
+        kw["num_warps"] = lv.num_warps
         cap = None if interp else (plan.cfg.reg_cap or lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
     return tuple(out)
-
-
-@cache
-def _sieve_kwargs(
-    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, interp: bool
-) -> dict:
-    """The sieve launch's compile-time arguments and launch options (as
-    :func:`_launch_kwargs` gives a level's)."""
-    kw = sieve_constants(dtype, plan, **dict(flags))
-    kw.update(page_flags, num_warps=plan.sieve.num_warps)
-    if plan.cfg.reg_cap and not interp:
-        kw["maxnreg"] = plan.cfg.reg_cap
-    return kw
 
 
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1559,16 +1246,8 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
         sig[name] = i32
     sig.update(off_ptr="*i64", off_scalar=i32, fill_index=i32, fill_bits=i32)
     sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
-    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64", gate_ptr="*i32")
+    sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
     return sig
-
-
-def sieve_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``sieve_kernel`` (for ``triton.compile(ASTSource(...))``)."""
-    types = kernel_signature(dtype, idx64)
-    types.update(ck_ptr="*i32", ci_ptr="*i32", seg_ptr="*i32", cnt_ptr="*i32", flag_ptr="*i32")
-    names = inspect.signature(sieve_kernel.fn).parameters
-    return {name: types[name] for name in names if name in types}
 
 
 def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1589,11 +1268,8 @@ def run_short(
     out_indices: torch.Tensor,
     plan: ShortPlan,
     page: PageMap | None = None,
-) -> torch.Tensor | None:
+) -> None:
     """Write the exact top-k of every row of ``x`` into the given buffers, by ``plan``.
-    Returns, for a plan with a sieve, its ``[rows]`` int32 words: 1 where the row went
-    through the exact split after the sieve (its key did not hold), else 0; None
-    without a sieve.
 
     Args:
         x: ``[rows, N]`` bf16 / fp16 / fp32 on a CUDA device (or the CPU under
@@ -1613,7 +1289,7 @@ def run_short(
     """
     rows, n = x.shape
     if rows == 0:
-        return None
+        return
     dev = x.device
     raw = x.view(_RAW[x.dtype])  # same width: a view for any strides
     has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
@@ -1630,25 +1306,6 @@ def run_short(
         ("write_values", write_values),
     )
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
-    vs = ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0
-    gate = None
-    if plan.sieve:
-        sv, first = plan.sieve, plan.levels[0]
-        kw = _sieve_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
-        ck = torch.empty((rows, sv.room), dtype=torch.int32, device=dev)
-        ci = torch.empty((rows, sv.room), dtype=torch.int32, device=dev)
-        segs = torch.empty((rows, 2 * kw["NSEGP"]), dtype=torch.int32, device=dev)
-        cnt = torch.zeros((rows, 2), dtype=torch.int32, device=dev)
-        gate = torch.empty(rows, dtype=torch.int32, device=dev)
-        scr = out_indices  # unused unless the final selection prefilters
-        if kw["PREFILTER"]:
-            scr = torch.empty((rows, kw["CAND"]), dtype=torch.int64, device=dev)
-        sieve_kernel[(rows * first.nseg,)](
-            raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, segs, cnt, gate, ov,
-            out_indices, *vs, out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar,
-            opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
-        )  # fmt: skip
-    gate_arg = out_indices if gate is None else gate  # unused without a sieve
     if plan.in_launch:
         first, (kw,) = plan.levels[0], launch_kw
         units = [first.nseg] + [lv.nseg for lv in plan.levels[1:-1]]
@@ -1664,9 +1321,9 @@ def run_short(
             raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
             out_indices, ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
             out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
-            fill_bits, k, first.L, first.nseg, *page_args, scr, gate_arg, **kw,
+            fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
         )  # fmt: skip
-        return gate
+        return
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
     for lv, kw in zip(plan.levels, launch_kw, strict=True):
@@ -1708,8 +1365,6 @@ def run_short(
             lv.nseg,
             *(page_args if not lv.dst_cand else no_page),
             scr,
-            gate_arg,
             **kw,
         )
         src_k, src_i, c = dst_k, dst_i, dc
-    return gate
