@@ -163,15 +163,24 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     if plan.in_launch:  # one launch: compiled once, reported as its first level
         kernel, signature = triton_short.split_fused_kernel, triton_short.in_launch_signature
         levels = plan.levels[:1]
-    params = inspect.signature(kernel.fn).parameters.values()
-    defaults = {p.name: p.default for p in params if p.default is not p.empty}
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
-    for lv, kw in zip(levels, launch, strict=True):
+    runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
+    if plan.passes and order != Order.VALUE:  # the radix passes, then their write
+        each, write = triton_short._passes_kwargs(dtype, plan, flags, page_flags)
+        lv = plan.levels[0]
+        runs = [(lv, triton_short.radix_pass_kernel, triton_short.passes_signature, kw)
+                for kw in each]  # fmt: skip
+        runs.append((lv, triton_short.radix_write_kernel, triton_short.passes_signature, write))
+    for lv, kernel, signature, kw in runs:
+        params = inspect.signature(kernel.fn).parameters.values()
+        defaults = {p.name: p.default for p in params if p.default is not p.empty}
         consts = {**defaults, **kw}
         opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
         if k == 1:
             consts["k"] = 1
-        sig = signature(dtype, False)
+        types = signature(dtype, False)  # in the kernel's order, its own arguments
+        names = inspect.signature(kernel.fn).parameters
+        sig = {name: types[name] for name in names if name in types}
         sig.update({name: "constexpr" for name in consts})
         src = ASTSource(kernel, sig, constexprs=consts)
         c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)

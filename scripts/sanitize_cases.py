@@ -89,6 +89,28 @@ def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
     return ok
 
 
+def passes(dtype, dev="cuda", scale=1) -> bool:
+    """Two long rows split as radix passes (each digit's histogram gathered across a
+    row's programs, the last to finish scanning them; every program writing its own
+    slots): rows of 32 values, ties across segments, unsorted and by index."""
+    rows, n, k = 2, 400_000 // scale, 512 // scale
+    x = make("distinct32", rows, n, dtype, dev, seed=4)
+    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
+    cfg = ShortConfig(radix_passes=True)
+    if scale > 1:  # slices of the interpreter's size
+        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0, radix_passes=True)
+    ok = True
+    for order in (Order.NONE, Order.INDEX):
+        opt = TopkOptions(order=order)
+        plan = short_path(x, k, opt, sm, cfg)
+        ok &= plan is not None and plan.passes
+        ov = torch.empty((rows, k), dtype=dtype, device=dev)
+        oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
+        run_short(x, k, opt, ov, oi, plan)
+        ok &= check_against_oracle(x, ov, oi, k, opt, max_rows=rows) == EXACT
+    return ok
+
+
 def cases(which: str, dev: str = "cuda", scale: int = 1):
     """(name, thunk) pairs of the chosen set."""
     out = []
@@ -103,6 +125,7 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
         out.append(("split in one launch bf16", split, (torch.bfloat16, True)))
         out.append(("split level by level bf16", split, (torch.bfloat16, False)))
+        out.append(("split as radix passes fp32", passes, (torch.float32,)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):

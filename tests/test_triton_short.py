@@ -594,3 +594,76 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     assert cap(4096, ShortConfig(reg_cap=96)) == 96
     assert cap(4096, interp=True) is None
     assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")
+
+
+# ------------------------------------------------------------------ radix passes
+PASSES = dataclasses.replace(SPLIT, radix_passes=True)
+
+
+@pytest.mark.parametrize(
+    "kind", ["normal", "distinct32", "all_equal", "nan_hotspots", "bits_negative"]
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_radix_passes_match_the_oracle_and_the_levels(kind, dtype):
+    """The split as radix passes over its segments (every digit's histogram summed by
+    the row's last program, every program writing its own slots): the oracle's top k,
+    and bit for bit the levels' result in index order; ties across segments taken by
+    index; largest or not; sorted by value it takes the levels."""
+    x = make(kind, 2, 700, dtype, DEV, seed=KINDS.index(kind))
+    plan = short_path(x, 12, TopkOptions(), SM, PASSES)
+    assert plan.passes and describe(plan).endswith(" passes"), describe(plan)
+    for order in Order:
+        for largest in (True, False):
+            got = check(x, 12, cfg=PASSES, order=order, largest=largest)
+            if order == Order.INDEX:
+                levels, _ = run(x, 12, cfg=SPLIT, order=order, largest=largest)
+                same_bits(got, levels)
+
+
+def test_radix_passes_windows_offsets_fills():
+    """Windows (a whole row, a part, fewer valid than k, an empty one), per-row index
+    offsets, fills, int64 indices and no values."""
+    x = make("staircase", 4, 700, torch.float16, DEV, seed=8)
+    begin = torch.tensor([0, 130, 600, 50], device=DEV)
+    end = torch.tensor([700, 390, 605, 50], device=DEV)
+    off = torch.tensor([1, 2, 3, 4], device=DEV)
+    win = dict(cfg=PASSES, sm=8, want_kind="split", begin=begin, end=end)
+    check(x, 12, **win, index_offset=off, fill_index=-2, fill_value=0.25)
+    check(x, 12, **win, order=Order.INDEX, index_dtype=torch.int64, values=False, largest=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype",
+    [
+        (1, 2**20, 512, torch.bfloat16),
+        (6, 2**16, 2048, torch.bfloat16),
+        (6, 129_280, 512, torch.float32),
+        (2, 2**23 - 1, 1231, torch.float16),
+    ],
+)
+def test_gpu_radix_passes(rows, n, k, dtype):
+    """The radix passes at full size, their programs racing for each row's counters:
+    the oracle's top k, unsorted and by index, on normal, tie-heavy and ascending
+    rows; captured in a CUDA graph (the counters zeroed in it), each replay exact
+    after the data and windows change in place."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = ShortConfig(radix_passes=True)
+    for kind in ("normal", "distinct32", "ascending"):
+        x = make(kind, rows, n, dtype, "cuda", seed=rows)
+        for order in (Order.NONE, Order.INDEX):
+            got = check(x, k, cfg=cfg, sm=sm, order=order)
+    plan = short_path(x, k, TopkOptions(), sm, cfg)
+    assert plan.passes, describe(plan)
+    begin = torch.zeros(rows, dtype=torch.int64, device="cuda")
+    opt = TopkOptions(begin=begin, end=torch.full((rows,), n, device="cuda"))
+    ov, oi = got[0], got[1]
+    graph, _ = warm_then_capture(lambda: run_short(x, k, opt, ov, oi, plan))
+    g = torch.Generator(device="cuda").manual_seed(rows)
+    for seed in range(3):
+        x.copy_(make("distinct32" if seed % 2 else "normal", rows, n, dtype, "cuda", seed=seed))
+        opt.begin.copy_(torch.randint(0, n // 2, (rows,), device="cuda", generator=g))
+        opt.end.copy_(opt.begin + torch.randint(0, n, (rows,), device="cuda", generator=g))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")

@@ -409,6 +409,47 @@ def _finish(
 
 
 @triton.jit
+def _input_slice(
+    x_row,
+    stride_xc,
+    N,
+    row,
+    seg,
+    L,
+    begin_ptr,
+    end_ptr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    NMAX: tl.constexpr,
+    NT: tl.constexpr,
+):
+    """Slice ``seg`` (positions ``[seg * L, seg * L + L)``) of one input row, laid out by
+    :func:`_spread`: its keys (any value where not valid), positions, validity (inside
+    the slice and the row's window) and the row's window ``[lo, hi)``."""
+    o = _spread(NMAX, NT)
+    if HAS_WINDOW:
+        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+    else:
+        lo = 0
+        hi = N
+    idx = seg * L + o
+    valid = (o < L) & (idx >= lo) & (idx < hi)
+    # the load's mask on 16-byte bounds (inside the row), so that it stays one
+    # vector load per 16 bytes; elements outside the window are read, not used
+    V: tl.constexpr = 8 if RAW16 else 4
+    lo_v = (lo // V) * V
+    hi_v = ((hi + V - 1) // V) * V
+    ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+    raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+    return keys, idx, valid, lo, hi
+
+
+@triton.jit
 def _slice_topk(
     x_row,
     stride_xc,
@@ -482,21 +523,10 @@ def _slice_topk(
         lo = 0
         hi = C
     else:
-        if HAS_WINDOW:
-            lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-        else:
-            lo = 0
-            hi = N
-        idx = pos_in
-        valid = (o < L) & (idx >= lo) & (idx < hi)
-        # the load's mask on 16-byte bounds (inside the row), so that it stays one
-        # vector load per 16 bytes; elements outside the window are read, not used
-        V: tl.constexpr = 8 if RAW16 else 4
-        lo_v = (lo // V) * V
-        hi_v = ((hi + V - 1) // V) * V
-        ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
-        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
-        keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+        keys, idx, valid, lo, hi = _input_slice(
+            x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+        )  # fmt: skip
 
     # invalid elements get key 0: below every pivot and never above P, so that only
     # the stats and the ties at P need the mask (not every step of the search)
@@ -818,6 +848,213 @@ def split_fused_kernel(
         )  # fmt: skip
 
 
+@triton.jit
+def _pass_scan(hs_row, st_row, acc_row, k, nseg, SHIFT: tl.constexpr, PASS: tl.constexpr,
+               NPASS: tl.constexpr, CH: tl.constexpr):  # fmt: skip
+    """The last program of a row in pass ``PASS`` of :func:`radix_pass_kernel`: the
+    row's histogram (the sum of its segments', read ``CH`` segments at a time), the
+    digit holding the row's ``rem``-th key among those matching the prefix, and, per
+    segment, its keys in the bins above that digit added to its count of keys above
+    the prefix; after the last pass each segment's offsets (the keys above the pivot
+    and the keys equal to it in the segments before it)."""
+    j = tl.arange(0, 256)
+    c = tl.arange(0, CH)
+    tot = tl.zeros([256], tl.int32)
+    for c0 in range(0, nseg, CH):
+        sm = (c0 + c) < nseg
+        h = tl.load(hs_row + (c0 + c)[:, None] * 256 + j[None, :], mask=sm[:, None], other=0,
+                    cache_modifier=".cg")  # fmt: skip
+        tot += tl.sum(h, axis=0)
+    if PASS == 0:
+        rem = tl.minimum(k, tl.sum(tot, axis=0))  # the outputs that hold a key: kk
+        tl.store(st_row + 2, rem)
+        prefix = (rem * 0).to(tl.uint32)
+    else:
+        prefix = tl.load(st_row).to(tl.uint32, bitcast=True)
+        rem = tl.load(st_row + 1)
+    # bins count from the top (bin j holds digit 255 - j): those strictly above the
+    # chosen one are those whose running count is still short of rem
+    short = tl.cumsum(tot, axis=0) < rem
+    nb = tl.sum(short.to(tl.int32), axis=0)
+    gt = tl.sum(tl.where(short, tot, 0), axis=0)
+    prefix = prefix | ((255 - nb).to(tl.uint32) << SHIFT)
+    tl.store(st_row, prefix.to(tl.int32, bitcast=True))
+    tl.store(st_row + 1, rem - gt)
+    run_gt = nb * 0
+    run_eq = nb * 0
+    for c0 in range(0, nseg, CH):
+        sm = (c0 + c) < nseg
+        h = tl.load(hs_row + (c0 + c)[:, None] * 256 + j[None, :], mask=sm[:, None], other=0,
+                    cache_modifier=".cg")  # fmt: skip
+        g = tl.sum(tl.where(j[None, :] < nb, h, 0), axis=1)
+        if PASS > 0:
+            g += tl.load(acc_row + c0 + c, mask=sm, other=0)
+        if PASS == NPASS - 1:
+            e = tl.sum(tl.where(j[None, :] == nb, h, 0), axis=1)
+            tl.store(acc_row + nseg + c0 + c, run_gt + tl.cumsum(g, axis=0) - g, mask=sm)
+            tl.store(acc_row + 2 * nseg + c0 + c, run_eq + tl.cumsum(e, axis=0) - e, mask=sm)
+            run_gt += tl.sum(g, axis=0)
+            run_eq += tl.sum(e, axis=0)
+        else:
+            tl.store(acc_row + c0 + c, g, mask=sm)
+
+
+@triton.jit
+def radix_pass_kernel(
+    x_ptr,
+    stride_xr,
+    stride_xc,
+    N,
+    begin_ptr,
+    end_ptr,
+    hs_ptr,
+    st_ptr,
+    acc_ptr,
+    cnt_ptr,
+    k,
+    L,
+    nseg,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    NMAX: tl.constexpr,
+    NT: tl.constexpr,
+    PASS: tl.constexpr,
+    NPASS: tl.constexpr,
+    CH: tl.constexpr,
+):
+    """Pass ``PASS`` of a row's radix select spread over its segments (one program
+    per segment of ``L``, ``nseg`` per row): the histogram of the key's ``PASS``-th
+    8-bit digit from the top over the segment's valid keys whose higher digits equal
+    the prefix found so far, written to ``hs [rows, nseg, 256]``; the row's last
+    program to finish (``cnt [rows, NPASS]``, zero at launch) sums them and fixes the
+    digit (:func:`_pass_scan`). State per row ``st [rows, 4]``: the prefix, the rank
+    left within it, ``min(k, valid)``; per segment ``acc [rows, 3, nseg]``: its keys
+    above the prefix, then (after the last pass) its output offsets."""
+    pid = tl.program_id(0)
+    row = pid // nseg
+    seg = pid % nseg
+    row64 = row.to(tl.int64)
+    keys, idx, valid, lo, hi = _input_slice(
+        x_ptr + row64 * stride_xr, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK,
+        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+    )  # fmt: skip
+    keys = keys.to(tl.uint32)
+    BITS: tl.constexpr = 16 if RAW16 else 32
+    SHIFT: tl.constexpr = BITS - 8 * (PASS + 1)
+    st_row = st_ptr + row64 * 4
+    m = valid
+    if PASS > 0:
+        prefix = tl.load(st_row).to(tl.uint32, bitcast=True)
+        m = valid & ((keys >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+    rbin = (255 - ((keys >> SHIFT) & 255)).to(tl.int32)
+    h = tl.histogram(rbin, 256, mask=m)
+    hs_row = hs_ptr + row64 * nseg * 256
+    tl.store(hs_row + seg * 256 + tl.arange(0, 256), h)
+    tl.debug_barrier()  # the histogram stored before the count that publishes it
+    done = tl.atomic_add(cnt_ptr + row64 * NPASS + PASS, 1, sem="acq_rel", scope="gpu")
+    if done == nseg - 1:
+        _pass_scan(hs_row, st_row, acc_ptr + row64 * 3 * nseg, k, nseg, SHIFT, PASS, NPASS, CH)
+
+
+@triton.jit
+def radix_write_kernel(
+    x_ptr,
+    stride_xr,
+    stride_xc,
+    N,
+    begin_ptr,
+    end_ptr,
+    st_ptr,
+    acc_ptr,
+    ov_ptr,
+    oi_ptr,
+    stride_ovr,
+    stride_ovc,
+    stride_oir,
+    stride_oic,
+    off_ptr,
+    off_scalar,
+    fill_index,
+    fill_bits,
+    k,
+    L,
+    nseg,
+    page_ptr,
+    page_stride,
+    max_pages,
+    n_batch,
+    r2b_ptr,
+    KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr,
+    RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr,
+    NMAX: tl.constexpr,
+    KP: tl.constexpr,
+    NT: tl.constexpr,
+    PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False,
+):
+    """The outputs of a row whose pivot key P, ties to take ``r`` and ``kk`` the
+    passes of :func:`radix_pass_kernel` found: each segment's program writes its keys
+    above P and its ties at P whose rank among the row's ties (the segments before it,
+    then position order) is below ``r``, each at its slot in position order (the
+    segment's offsets plus its running counts); segment 0 writes the fills."""
+    pid = tl.program_id(0)
+    row = pid // nseg
+    seg = pid % nseg
+    row64 = row.to(tl.int64)
+    x_row = x_ptr + row64 * stride_xr
+    keys, idx, valid, lo, hi = _input_slice(
+        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
+        LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+    )  # fmt: skip
+    keys = keys.to(tl.uint32)
+    st_row = st_ptr + row64 * 4
+    pk = tl.load(st_row).to(tl.uint32, bitcast=True)
+    r = tl.load(st_row + 1)
+    kk = tl.load(st_row + 2)
+    acc_row = acc_ptr + row64 * 3 * nseg
+    gto = tl.load(acc_row + nseg + seg)
+    eqo = tl.load(acc_row + 2 * nseg + seg)
+    gtm = valid & (keys > pk)
+    eqm = valid & (keys == pk)
+    packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
+    rank = eqo + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
+    sel = gtm | (eqm & (rank < r))
+    slot = (gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)).to(tl.int64)
+    if OFF_TENSOR:
+        off = tl.load(off_ptr + row).to(tl.int64)
+    else:
+        off = off_scalar.to(tl.int64)
+    oi_row = oi_ptr + row64 * stride_oir
+    out = K._out_index(
+        idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
+        PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    K._store_index(oi_row + slot * stride_oic, out, sel)
+    if WRITE_VALUES:
+        ov_row = ov_ptr + row64 * stride_ovr
+        v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
+        tl.store(ov_row + slot * stride_ovc, v, mask=sel)
+    if seg == 0:
+        q = tl.arange(0, KP)
+        fm = (q >= kk) & (q < k)
+        fi = tl.full([KP], 0, tl.int64) + fill_index
+        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
+        if WRITE_VALUES:
+            fv = tl.full([KP], 0, tl.int32) + fill_bits
+            tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
+
+
 # ------------------------------------------------------------------------- the plan
 def _hash_once(self) -> int:
     """A frozen dataclass's hash, computed on first use and kept: configs and plans are
@@ -892,6 +1129,12 @@ class ShortConfig:
         10 x 1M (1,280) 0.113 -> 0.120; fp32 6 x 129,280 0.038 -> 0.039 / 0.216 ->
         0.168; bf16 48 x 64K (384) 0.041 -> 0.044.
     in_launch_per_sm: see ``merge_in_launch``.
+    radix_passes: a split (unsorted or sorted by index) as a radix select spread over
+        the segments' programs (:func:`radix_pass_kernel`, one launch per 8-bit digit
+        of the key, then :func:`radix_write_kernel`): every program histograms its
+        segment's digit, the row's last program sums them and fixes the digit, and
+        the write launch puts every selected element at its slot from the segments'
+        counts. No selection chain and no candidates; sorted by value, the levels.
     """
 
     nmax: int = 8192
@@ -911,6 +1154,7 @@ class ShortConfig:
     prefilter: bool = True
     merge_in_launch: bool = True
     in_launch_per_sm: float = 6.0
+    radix_passes: bool = False
 
     __hash__ = _hash_once
 
@@ -918,7 +1162,8 @@ class ShortConfig:
     def variant(cls, name: str) -> ShortConfig:
         """A named variant for timing and compile checks: parts joined by ``+``, each
         ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
-        counting pivot search), ``nopf`` (no prefilter), ``fused`` (the split's merges
+        counting pivot search), ``nopf`` (no prefilter), ``passes`` (the split as radix
+        passes: ``radix_passes``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
@@ -932,6 +1177,8 @@ class ShortConfig:
                 fields_["prefilter"] = False
             elif part == "old":
                 fields_["radix"] = False
+            elif part == "passes":
+                fields_["radix_passes"] = True
             elif part in ("fused", "levelled"):
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
@@ -941,8 +1188,8 @@ class ShortConfig:
                 fields_[key] = int(num)
             else:
                 raise ValueError(
-                    "variant: parts radix, radixB, old, nopf, fused, levelled, splitN or segN "
-                    f"joined by '+', optionally @CAP; got {name!r}"
+                    "variant: parts radix, radixB, old, nopf, passes, fused, levelled, splitN "
+                    f"or segN joined by '+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1005,6 +1252,7 @@ class ShortPlan:
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
     in_launch: bool = False  # a split whose merges run in its one launch (units of kp)
+    passes: bool = False  # unsorted / by index: radix passes over the segments instead
 
     __hash__ = _hash_once
 
@@ -1104,12 +1352,13 @@ def _plan(
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
+    passes = cfg.radix_passes
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
-        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True)
+        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True, passes=passes)
     levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, passes=passes)
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -1122,8 +1371,10 @@ def describe(plan: ShortPlan | None) -> str:
         return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
-    return f"split L={first.L} seg={first.nseg} merge={merges}" + (
-        " in-launch" if plan.in_launch else ""
+    return (
+        f"split L={first.L} seg={first.nseg} merge={merges}"
+        + (" in-launch" if plan.in_launch else "")
+        + (" passes" if plan.passes else "")
     )
 
 
@@ -1193,6 +1444,35 @@ def in_launch_constants(
     return kw
 
 
+PASS_CHUNK = 16
+"""Segments' histograms a row's last program reads at a time (:func:`_pass_scan`)."""
+
+
+def passes_constants(
+    dtype: torch.dtype,
+    plan: ShortPlan,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: int,
+    off_tensor: bool,
+    write_values: bool,
+) -> tuple[list[dict], dict]:
+    """The compile-time parameters of each ``radix_pass_kernel`` launch of a plan with
+    ``passes`` (one per 8-bit digit of the key) and of its ``radix_write_kernel``."""
+    first = plan.levels[0]
+    kw = kernel_constants(
+        dtype, plan, first, largest=largest, order=order, has_window=has_window,
+        off_tensor=off_tensor, write_values=write_values,
+    )  # fmt: skip
+    common = {n: kw[n] for n in ("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16")}
+    common.update(HAS_WINDOW=has_window, NMAX=first.nmax, NT=kw["NT"])
+    npass = 2 if kw["RAW16"] else 4
+    each = [dict(common, PASS=p, NPASS=npass, CH=PASS_CHUNK) for p in range(npass)]
+    write = dict(common, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values, KP=plan.kp)
+    return each, write
+
+
 def cand_size(nmax: int, kp: int) -> int:
     """Room for the elements a prefilter keeps (a power of two): twice ``kp`` (the
     power of two >= k), at least an eighth of the slice."""
@@ -1235,6 +1515,18 @@ def _launch_kwargs(
     return tuple(out)
 
 
+@cache
+def _passes_kwargs(
+    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple
+) -> tuple[tuple[dict, ...], dict]:
+    """The passes' and the write's compile-time arguments and warps (as
+    :func:`_launch_kwargs` gives a level's; no register cap: they hold one slice)."""
+    each, write = passes_constants(dtype, plan, **dict(flags))
+    warps = plan.levels[0].num_warps
+    write.update(page_flags, num_warps=warps)
+    return tuple(dict(kw, num_warps=warps) for kw in each), write
+
+
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
     """Argument types of ``short_rows_kernel`` (for ``triton.compile(ASTSource(...))``)."""
     raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
@@ -1248,6 +1540,14 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
     sig.update(k=i32, L=i32, nseg=i32, page_ptr="*i32", page_stride=i32, max_pages=i32)
     sig.update(n_batch=i32, r2b_ptr="*i64", scr_ptr="*i64")
     return sig
+
+
+def passes_signature(dtype: torch.dtype, idx64: bool) -> dict:
+    """Argument types of ``radix_pass_kernel`` and ``radix_write_kernel`` together (for
+    ``triton.compile(ASTSource(...))``, each kernel taking its own)."""
+    types = kernel_signature(dtype, idx64)
+    types.update(hs_ptr="*i32", st_ptr="*i32", acc_ptr="*i32", cnt_ptr="*i32")
+    return types
 
 
 def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1305,6 +1605,26 @@ def run_short(
         ("off_tensor", off_tensor),
         ("write_values", write_values),
     )
+    if plan.passes and Order(opt.order) != Order.VALUE:
+        each, wkw = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()))
+        first = plan.levels[0]
+        grid = (rows * first.nseg,)
+        hs = torch.empty((rows, first.nseg, 256), dtype=torch.int32, device=dev)
+        st = torch.empty((rows, 4), dtype=torch.int32, device=dev)
+        acc = torch.empty((rows, 3, first.nseg), dtype=torch.int32, device=dev)
+        cnt = torch.zeros((rows, len(each)), dtype=torch.int32, device=dev)
+        for kw in each:
+            radix_pass_kernel[grid](
+                raw, x.stride(0), x.stride(1), n, begin, end, hs, st, acc, cnt, k, first.L,
+                first.nseg, **kw,
+            )  # fmt: skip
+        radix_write_kernel[grid](
+            raw, x.stride(0), x.stride(1), n, begin, end, st, acc, ov, out_indices,
+            ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
+            out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
+            fill_bits, k, first.L, first.nseg, *page_args, **wkw,
+        )  # fmt: skip
+        return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     if plan.in_launch:
         first, (kw,) = plan.levels[0], launch_kw
