@@ -849,57 +849,6 @@ def split_fused_kernel(
 
 
 @triton.jit
-def _pass_scan(hs_row, st_row, acc_row, k, nseg, SHIFT: tl.constexpr, PASS: tl.constexpr,
-               NPASS: tl.constexpr, CH: tl.constexpr):  # fmt: skip
-    """The last program of a row in pass ``PASS`` of :func:`radix_pass_kernel`: the
-    row's histogram (the sum of its segments', read ``CH`` segments at a time), the
-    digit holding the row's ``rem``-th key among those matching the prefix, and, per
-    segment, its keys in the bins above that digit added to its count of keys above
-    the prefix; after the last pass each segment's offsets (the keys above the pivot
-    and the keys equal to it in the segments before it)."""
-    j = tl.arange(0, 256)
-    c = tl.arange(0, CH)
-    tot = tl.zeros([256], tl.int32)
-    for c0 in range(0, nseg, CH):
-        sm = (c0 + c) < nseg
-        h = tl.load(hs_row + (c0 + c)[:, None] * 256 + j[None, :], mask=sm[:, None], other=0,
-                    cache_modifier=".cg")  # fmt: skip
-        tot += tl.sum(h, axis=0)
-    if PASS == 0:
-        rem = tl.minimum(k, tl.sum(tot, axis=0))  # the outputs that hold a key: kk
-        tl.store(st_row + 2, rem)
-        prefix = (rem * 0).to(tl.uint32)
-    else:
-        prefix = tl.load(st_row).to(tl.uint32, bitcast=True)
-        rem = tl.load(st_row + 1)
-    # bins count from the top (bin j holds digit 255 - j): those strictly above the
-    # chosen one are those whose running count is still short of rem
-    short = tl.cumsum(tot, axis=0) < rem
-    nb = tl.sum(short.to(tl.int32), axis=0)
-    gt = tl.sum(tl.where(short, tot, 0), axis=0)
-    prefix = prefix | ((255 - nb).to(tl.uint32) << SHIFT)
-    tl.store(st_row, prefix.to(tl.int32, bitcast=True))
-    tl.store(st_row + 1, rem - gt)
-    run_gt = nb * 0
-    run_eq = nb * 0
-    for c0 in range(0, nseg, CH):
-        sm = (c0 + c) < nseg
-        h = tl.load(hs_row + (c0 + c)[:, None] * 256 + j[None, :], mask=sm[:, None], other=0,
-                    cache_modifier=".cg")  # fmt: skip
-        g = tl.sum(tl.where(j[None, :] < nb, h, 0), axis=1)
-        if PASS > 0:
-            g += tl.load(acc_row + c0 + c, mask=sm, other=0)
-        if PASS == NPASS - 1:
-            e = tl.sum(tl.where(j[None, :] == nb, h, 0), axis=1)
-            tl.store(acc_row + nseg + c0 + c, run_gt + tl.cumsum(g, axis=0) - g, mask=sm)
-            tl.store(acc_row + 2 * nseg + c0 + c, run_eq + tl.cumsum(e, axis=0) - e, mask=sm)
-            run_gt += tl.sum(g, axis=0)
-            run_eq += tl.sum(e, axis=0)
-        else:
-            tl.store(acc_row + c0 + c, g, mask=sm)
-
-
-@triton.jit
 def radix_pass_kernel(
     x_ptr,
     stride_xr,
@@ -908,6 +857,7 @@ def radix_pass_kernel(
     begin_ptr,
     end_ptr,
     hs_ptr,
+    tot_ptr,
     st_ptr,
     acc_ptr,
     cnt_ptr,
@@ -924,16 +874,19 @@ def radix_pass_kernel(
     NT: tl.constexpr,
     PASS: tl.constexpr,
     NPASS: tl.constexpr,
-    CH: tl.constexpr,
 ):
     """Pass ``PASS`` of a row's radix select spread over its segments (one program
     per segment of ``L``, ``nseg`` per row): the histogram of the key's ``PASS``-th
-    8-bit digit from the top over the segment's valid keys whose higher digits equal
-    the prefix found so far, written to ``hs [rows, nseg, 256]``; the row's last
-    program to finish (``cnt [rows, NPASS]``, zero at launch) sums them and fixes the
-    digit (:func:`_pass_scan`). State per row ``st [rows, 4]``: the prefix, the rank
-    left within it, ``min(k, valid)``; per segment ``acc [rows, 3, nseg]``: its keys
-    above the prefix, then (after the last pass) its output offsets."""
+    8-bit digit from the top (bin ``j`` for digit ``255 - j``) over the segment's valid
+    keys whose higher digits equal the prefix found so far, added to the row's
+    ``tot [rows, NPASS, 256]`` (zero at launch) and kept, as running sums over the
+    bins, in ``hs [rows, nseg, 256]``. The row's last program to finish (``cnt [rows,
+    NPASS]``, zero at launch) reads the row's histogram and fixes the digit.
+
+    State per row ``st [rows, 4]``: the prefix, the rank still to find within it,
+    ``kk = min(k, valid)``. Per segment ``acc [rows, nseg]``: its keys above the
+    prefix of the previous passes, added up by the segment's own program from its
+    own running sums (those of the pass before, read before they are overwritten)."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
@@ -946,18 +899,42 @@ def radix_pass_kernel(
     BITS: tl.constexpr = 16 if RAW16 else 32
     SHIFT: tl.constexpr = BITS - 8 * (PASS + 1)
     st_row = st_ptr + row64 * 4
+    hs_seg = hs_ptr + (row64 * nseg + seg) * 256
+    j = tl.arange(0, 256)
     m = valid
     if PASS > 0:
         prefix = tl.load(st_row).to(tl.uint32, bitcast=True)
         m = valid & ((keys >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+        # this segment's keys above the previous pass's digit: the running sum just
+        # before its bin
+        nb = (255 - ((prefix >> (SHIFT + 8)) & 255)).to(tl.int32)
+        above = tl.load(hs_seg + tl.maximum(nb - 1, 0))
+        above = tl.where(nb > 0, above, 0)  # no bin above the first
+        if PASS > 1:
+            above += tl.load(acc_ptr + row64 * nseg + seg)
+        tl.store(acc_ptr + row64 * nseg + seg, above)
+        tl.debug_barrier()  # the previous running sums read before they are overwritten
     rbin = (255 - ((keys >> SHIFT) & 255)).to(tl.int32)
     h = tl.histogram(rbin, 256, mask=m)
-    hs_row = hs_ptr + row64 * nseg * 256
-    tl.store(hs_row + seg * 256 + tl.arange(0, 256), h)
-    tl.debug_barrier()  # the histogram stored before the count that publishes it
+    tl.store(hs_seg + j, tl.cumsum(h, axis=0))
+    tl.atomic_add(tot_ptr + (row64 * NPASS + PASS) * 256 + j, h, mask=h > 0, sem="relaxed")
+    tl.debug_barrier()  # every add issued before the count that publishes them
     done = tl.atomic_add(cnt_ptr + row64 * NPASS + PASS, 1, sem="acq_rel", scope="gpu")
     if done == nseg - 1:
-        _pass_scan(hs_row, st_row, acc_ptr + row64 * 3 * nseg, k, nseg, SHIFT, PASS, NPASS, CH)
+        tot = tl.load(tot_ptr + (row64 * NPASS + PASS) * 256 + j, cache_modifier=".cg")
+        if PASS == 0:
+            rem = tl.minimum(k, tl.sum(tot, axis=0))  # the outputs that hold a key: kk
+            tl.store(st_row + 2, rem)
+            prefix = (rem * 0).to(tl.uint32)
+        else:
+            rem = tl.load(st_row + 1)
+        # the bins strictly above the chosen one: those whose running count from the
+        # top is still short of rem
+        short = tl.cumsum(tot, axis=0) < rem
+        nb = tl.sum(short.to(tl.int32), axis=0)
+        prefix = prefix | ((255 - nb).to(tl.uint32) << SHIFT)
+        tl.store(st_row, prefix.to(tl.int32, bitcast=True))
+        tl.store(st_row + 1, rem - tl.sum(tl.where(short, tot, 0), axis=0))
 
 
 @triton.jit
@@ -968,6 +945,7 @@ def radix_write_kernel(
     N,
     begin_ptr,
     end_ptr,
+    hs_ptr,
     st_ptr,
     acc_ptr,
     ov_ptr,
@@ -999,6 +977,8 @@ def radix_write_kernel(
     NMAX: tl.constexpr,
     KP: tl.constexpr,
     NT: tl.constexpr,
+    NPASS: tl.constexpr,
+    NSEGP: tl.constexpr,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
@@ -1006,8 +986,10 @@ def radix_write_kernel(
     """The outputs of a row whose pivot key P, ties to take ``r`` and ``kk`` the
     passes of :func:`radix_pass_kernel` found: each segment's program writes its keys
     above P and its ties at P whose rank among the row's ties (the segments before it,
-    then position order) is below ``r``, each at its slot in position order (the
-    segment's offsets plus its running counts); segment 0 writes the fills."""
+    then position order) is below ``r``, each at its slot in position order. The
+    segments before it (``NSEGP`` >= nseg at a time) give its offsets: their keys
+    above P (the previous passes' counts plus the last pass's running sum before P's
+    bin) and their ties (P's bin). Segment 0 writes the fills."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
@@ -1022,9 +1004,16 @@ def radix_write_kernel(
     pk = tl.load(st_row).to(tl.uint32, bitcast=True)
     r = tl.load(st_row + 1)
     kk = tl.load(st_row + 2)
-    acc_row = acc_ptr + row64 * 3 * nseg
-    gto = tl.load(acc_row + nseg + seg)
-    eqo = tl.load(acc_row + 2 * nseg + seg)
+    nb = (255 - (pk & 255)).to(tl.int32)
+    b = tl.arange(0, NSEGP)
+    before = b < seg
+    hs_b = hs_ptr + (row64 * nseg + b) * 256
+    upto = tl.load(hs_b + tl.maximum(nb - 1, 0), mask=before, other=0)
+    upto = tl.where(nb > 0, upto, 0)  # no bin above the first
+    eqo = tl.sum(tl.load(hs_b + nb, mask=before, other=0) - upto, axis=0)
+    if NPASS > 1:
+        upto += tl.load(acc_ptr + row64 * nseg + b, mask=before, other=0)
+    gto = tl.sum(upto, axis=0)
     gtm = valid & (keys > pk)
     eqm = valid & (keys == pk)
     packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
@@ -1444,10 +1433,6 @@ def in_launch_constants(
     return kw
 
 
-PASS_CHUNK = 16
-"""Segments' histograms a row's last program reads at a time (:func:`_pass_scan`)."""
-
-
 def passes_constants(
     dtype: torch.dtype,
     plan: ShortPlan,
@@ -1468,8 +1453,9 @@ def passes_constants(
     common = {n: kw[n] for n in ("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16")}
     common.update(HAS_WINDOW=has_window, NMAX=first.nmax, NT=kw["NT"])
     npass = 2 if kw["RAW16"] else 4
-    each = [dict(common, PASS=p, NPASS=npass, CH=PASS_CHUNK) for p in range(npass)]
+    each = [dict(common, PASS=p, NPASS=npass) for p in range(npass)]
     write = dict(common, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values, KP=plan.kp)
+    write.update(NPASS=npass, NSEGP=_next_pow2(first.nseg))
     return each, write
 
 
@@ -1546,7 +1532,7 @@ def passes_signature(dtype: torch.dtype, idx64: bool) -> dict:
     """Argument types of ``radix_pass_kernel`` and ``radix_write_kernel`` together (for
     ``triton.compile(ASTSource(...))``, each kernel taking its own)."""
     types = kernel_signature(dtype, idx64)
-    types.update(hs_ptr="*i32", st_ptr="*i32", acc_ptr="*i32", cnt_ptr="*i32")
+    types.update(hs_ptr="*i32", tot_ptr="*i32", st_ptr="*i32", acc_ptr="*i32", cnt_ptr="*i32")
     return types
 
 
@@ -1609,17 +1595,20 @@ def run_short(
         each, wkw = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()))
         first = plan.levels[0]
         grid = (rows * first.nseg,)
+        npass = len(each)
         hs = torch.empty((rows, first.nseg, 256), dtype=torch.int32, device=dev)
         st = torch.empty((rows, 4), dtype=torch.int32, device=dev)
-        acc = torch.empty((rows, 3, first.nseg), dtype=torch.int32, device=dev)
-        cnt = torch.zeros((rows, len(each)), dtype=torch.int32, device=dev)
+        acc = torch.empty((rows, first.nseg), dtype=torch.int32, device=dev)
+        # the row totals and the counters, zeroed by one memset
+        zero = torch.zeros(rows * npass * 257, dtype=torch.int32, device=dev)
+        tot, cnt = zero[: rows * npass * 256], zero[rows * npass * 256 :]
         for kw in each:
             radix_pass_kernel[grid](
-                raw, x.stride(0), x.stride(1), n, begin, end, hs, st, acc, cnt, k, first.L,
-                first.nseg, **kw,
+                raw, x.stride(0), x.stride(1), n, begin, end, hs, tot, st, acc, cnt, k,
+                first.L, first.nseg, **kw,
             )  # fmt: skip
         radix_write_kernel[grid](
-            raw, x.stride(0), x.stride(1), n, begin, end, st, acc, ov, out_indices,
+            raw, x.stride(0), x.stride(1), n, begin, end, hs, st, acc, ov, out_indices,
             ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
             out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
             fill_bits, k, first.L, first.nseg, *page_args, **wkw,
