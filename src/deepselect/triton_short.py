@@ -1121,9 +1121,13 @@ class ShortConfig:
     radix_passes: a split (unsorted or sorted by index) as a radix select spread over
         the segments' programs (:func:`radix_pass_kernel`, one launch per 8-bit digit
         of the key, then :func:`radix_write_kernel`): every program histograms its
-        segment's digit, the row's last program sums them and fixes the digit, and
+        segment's digit into the row's, the row's last program fixes the digit, and
         the write launch puts every selected element at its slot from the segments'
         counts. No selection chain and no candidates; sorted by value, the levels.
+        Off: on an H200 (bf16 k = 512, graph replays, ms, passes / split) 1 x 1M
+        0.026 / 0.034, but 6 x 64K 0.025 / 0.020, fp32 6 x 129,280 0.050 / 0.039,
+        14 x 1M 0.270 / 0.146: a program's pass costs ~6 us, most of it the 8-bit
+        digit's ``tl.histogram`` (benchmarks/RESULTS.md).
     """
 
     nmax: int = 8192
