@@ -7,7 +7,8 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), ``fused`` (a split's merges in its one launch, the
+``nopf`` (no sampled prefilter), ``passes`` (a split as radix passes over its
+segments, unsorted), ``fused`` (a split's merges in its one launch, the
 default where its programs are few), ``levelled`` (one launch per merge level),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
 ``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
