@@ -671,3 +671,24 @@ def test_gpu_radix_passes(rows, n, k, dtype):
         graph.replay()
         torch.cuda.synchronize()
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
+
+
+def test_radix_passes_write_physical_slots():
+    """With a page map the passes' write launch maps every position to its cache
+    slot (and leaves fills as fills): bit for bit the levels' paged output."""
+    from deepselect.triton_backend import PageMap
+
+    x = make("distinct32", 3, 700, torch.float32, DEV, seed=2)
+    g = torch.Generator().manual_seed(2)
+    table = torch.randperm(2 * 200, generator=g).to(torch.int32).reshape(2, -1).to(DEV)
+    page = PageMap(table, 4, torch.tensor([1, 0, 1], device=DEV))
+    opt = TopkOptions(order=Order.INDEX, begin=torch.tensor([0, 3, 690], device=DEV))
+    got = []
+    for cfg in (PASSES, SPLIT):
+        plan = short_path(x, 12, opt, 8, cfg)
+        assert plan.passes == (cfg is PASSES), describe(plan)
+        oi = torch.full((3, 12), -77, dtype=torch.int32, device=DEV)
+        run_short(x, 12, opt, None, oi, plan, page=page)
+        got.append(oi)
+    assert torch.equal(got[0], got[1])
+    assert (got[0][2, 10:] == opt.fill_index).all()  # 10 valid in the last row
