@@ -167,7 +167,7 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
     if plan.passes and order != Order.VALUE:  # the radix passes, then their write
         each, write = triton_short._passes_kwargs(dtype, plan, flags, page_flags)
-        lv = plan.levels[0]
+        lv = triton_short.passes_level(plan)
         runs = [(lv, triton_short.radix_pass_kernel, triton_short.passes_signature, kw)
                 for kw in each]  # fmt: skip
         runs.append((lv, triton_short.radix_write_kernel, triton_short.passes_signature, write))

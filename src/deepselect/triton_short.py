@@ -1437,6 +1437,13 @@ def in_launch_constants(
     return kw
 
 
+def passes_level(plan: ShortPlan) -> Level:
+    """The segments of a plan's radix passes: the split's first level at the warps its
+    slice wants (an in-launch split runs at its merges' warps)."""
+    first = plan.levels[0]
+    return dataclasses.replace(first, num_warps=_warps(first.nmax))
+
+
 def passes_constants(
     dtype: torch.dtype,
     plan: ShortPlan,
@@ -1448,8 +1455,9 @@ def passes_constants(
     write_values: bool,
 ) -> tuple[list[dict], dict]:
     """The compile-time parameters of each ``radix_pass_kernel`` launch of a plan with
-    ``passes`` (one per 8-bit digit of the key) and of its ``radix_write_kernel``."""
-    first = plan.levels[0]
+    ``passes`` (one per 8-bit digit of the key) and of its ``radix_write_kernel``: the
+    segments at the warps their length wants (not those of the split's merges)."""
+    first = passes_level(plan)
     kw = kernel_constants(
         dtype, plan, first, largest=largest, order=order, has_window=has_window,
         off_tensor=off_tensor, write_values=write_values,
@@ -1512,7 +1520,7 @@ def _passes_kwargs(
     """The passes' and the write's compile-time arguments and warps (as
     :func:`_launch_kwargs` gives a level's; no register cap: they hold one slice)."""
     each, write = passes_constants(dtype, plan, **dict(flags))
-    warps = plan.levels[0].num_warps
+    warps = passes_level(plan).num_warps
     write.update(page_flags, num_warps=warps)
     return tuple(dict(kw, num_warps=warps) for kw in each), write
 
