@@ -279,6 +279,44 @@ def _compact(keys, idx, thr, c, base, CAND: tl.constexpr, NT: tl.constexpr):
 
 
 @triton.jit
+def _row_offset(off_ptr, off_scalar, row, OFF_TENSOR: tl.constexpr):
+    """The index offset of row ``row``: its entry of ``off_ptr`` or the one scalar."""
+    if OFF_TENSOR:
+        return tl.load(off_ptr + row).to(tl.int64)
+    return off_scalar.to(tl.int64)
+
+
+@triton.jit
+def _write_in_order(
+    x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
+    stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    WRITE_VALUES: tl.constexpr, KP: tl.constexpr, PAGED: tl.constexpr,
+    PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+):  # fmt: skip
+    """The selected positions ``idx`` (where ``sel``) written at their output ``slot``s
+    (position order) as the position plus the row's offset or its cache slot, their
+    values re-read (L1/L2) rather than kept live beside the keys; where ``fills``,
+    also the fill index and value of outputs ``kk .. k - 1``."""
+    s64 = slot.to(tl.int64)
+    q = tl.arange(0, KP)
+    out = K._out_index(
+        idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
+        PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    K._store_index(oi_row + s64 * stride_oic, out, sel)
+    fm = (q >= kk) & (q < k)
+    if fills:
+        fi = tl.full([KP], 0, tl.int64) + fill_index
+        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
+    if WRITE_VALUES:
+        v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
+        tl.store(ov_row + s64 * stride_ovc, v, mask=sel)
+        if fills:
+            fv = tl.full([KP], 0, tl.int32) + fill_bits
+            tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
+
+
+@triton.jit
 def _finish(
     keys,
     idx,
@@ -358,10 +396,7 @@ def _finish(
         tl.store(di_ptr + base + slot, idx, mask=sel)
         tl.store(di_ptr + base + q, tl.full([KP], -1, tl.int32), mask=(q >= kk) & (q < U))
     else:
-        if OFF_TENSOR:
-            off = tl.load(off_ptr + row).to(tl.int64)
-        else:
-            off = off_scalar.to(tl.int64)
+        off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
         oi_row = oi_ptr + row64 * stride_oir
         ov_row = ov_ptr + row64 * stride_ovr
         if ORDER == 1 or PAGED:
@@ -389,23 +424,12 @@ def _finish(
                 v = tl.where(real, v, fill_bits.to(v.dtype))
                 tl.store(ov_row + q.to(tl.int64) * stride_ovc, v, mask=wm)
         else:
-            # the slots follow index order: the selection goes straight out, the
-            # position plus the row's offset
-            s64 = slot.to(tl.int64)
-            out = K._out_index(
-                idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                PAGED, PAGE_SHIFT, HAS_R2B,
+            # the slots follow index order: the selection goes straight out
+            _write_in_order(
+                x_row, stride_xc, idx, sel, slot, kk, k, True, row, off, oi_row, stride_oic,
+                ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
+                n_batch, r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
             )  # fmt: skip
-            K._store_index(oi_row + s64 * stride_oic, out, sel)
-            fm = (q >= kk) & (q < k)
-            fi = tl.full([KP], 0, tl.int64) + fill_index
-            K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
-            if WRITE_VALUES:
-                # re-read (L1/L2) rather than keep the raw bits live beside the keys
-                v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
-                tl.store(ov_row + s64 * stride_ovc, v, mask=sel)
-                fv = tl.full([KP], 0, tl.int32) + fill_bits
-                tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
 
 
 @triton.jit
@@ -1019,29 +1043,14 @@ def radix_write_kernel(
     packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
     rank = eqo + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
     sel = gtm | (eqm & (rank < r))
-    slot = (gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)).to(tl.int64)
-    if OFF_TENSOR:
-        off = tl.load(off_ptr + row).to(tl.int64)
-    else:
-        off = off_scalar.to(tl.int64)
-    oi_row = oi_ptr + row64 * stride_oir
-    out = K._out_index(
-        idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
-        PAGE_SHIFT, HAS_R2B,
+    slot = gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)
+    off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
+    _write_in_order(
+        x_row, stride_xc, idx, sel, slot, kk, k, seg == 0, row, off,
+        oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc,
+        fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
     )  # fmt: skip
-    K._store_index(oi_row + slot * stride_oic, out, sel)
-    if WRITE_VALUES:
-        ov_row = ov_ptr + row64 * stride_ovr
-        v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
-        tl.store(ov_row + slot * stride_ovc, v, mask=sel)
-    if seg == 0:
-        q = tl.arange(0, KP)
-        fm = (q >= kk) & (q < k)
-        fi = tl.full([KP], 0, tl.int64) + fill_index
-        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
-        if WRITE_VALUES:
-            fv = tl.full([KP], 0, tl.int32) + fill_bits
-            tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
 
 
 # ------------------------------------------------------------------------- the plan
