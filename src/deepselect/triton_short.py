@@ -1605,6 +1605,7 @@ def run_short(
     no_page, _ = page_arguments(None, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
+    ov_strides = (ov.stride(0), ov.stride(1)) if write_values else (0, 0)
     flags = (
         ("largest", opt.largest),
         ("order", opt.order),
@@ -1630,9 +1631,8 @@ def run_short(
             )  # fmt: skip
         radix_write_kernel[grid](
             raw, x.stride(0), x.stride(1), n, begin, end, hs, st, acc, ov, out_indices,
-            ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
-            out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
-            fill_bits, k, first.L, first.nseg, *page_args, **wkw,
+            *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar,
+            opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, **wkw,
         )  # fmt: skip
         return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
@@ -1649,9 +1649,8 @@ def run_short(
             scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
         split_fused_kernel[(rows * first.nseg,)](
             raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
-            out_indices, ov.stride(0) if write_values else 0, ov.stride(1) if write_values else 0,
-            out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar, opt.fill_index,
-            fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
+            out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
+            off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
         )  # fmt: skip
         return
     src_k = src_i = out_indices  # unused until a level writes candidates
@@ -1682,8 +1681,7 @@ def run_short(
             dc,
             ov,
             out_indices,
-            ov.stride(0) if write_values else 0,
-            ov.stride(1) if write_values else 0,
+            *ov_strides,
             out_indices.stride(0),
             out_indices.stride(1),
             off_ptr,
