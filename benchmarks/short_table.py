@@ -8,7 +8,8 @@ the streaming kernel and torch.topk, in one run (every result checked first).
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
 ``nopf`` (no sampled prefilter), ``passes`` (a split as radix passes over its
-segments, unsorted), ``fused`` (a split's merges in its one launch, the
+segments, unsorted; ``passesB`` of B-bit digits, ``+nosync`` a launch per phase,
+``+onlysync`` only where one launch holds them), ``fused`` (a split's merges in its one launch, the
 default where its programs are few), ``levelled`` (one launch per merge level),
 ``splitN`` (rows of up to N split into short segments at any batch, e.g.
 ``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
@@ -19,7 +20,8 @@ each optionally with a register cap,
 ``--levels`` also times a split plan's launches one level at a time (its first i
 levels, for each i: the candidates of a prefix are written, the outputs untouched),
 and prints each level's share: where a split's time goes (for ``levelled`` plans;
-one launch otherwise).
+one launch otherwise). ``--phases``: a one-launch radix passes plan's launch stopped
+after each of its phases in turn.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import kernel_table
 import torch
 from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 
-from deepselect import bench
+from deepselect import bench, triton_short
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import _sm_count, run_triton, stream_config
 from deepselect.triton_short import ShortConfig, describe, run_short, short_path
@@ -68,6 +70,11 @@ def main() -> None:
     p.add_argument("--dist", default="normal", help="the rows' distribution (kernel_table's)")
     p.add_argument(
         "--levels", action="store_true", help="each level of a split plan timed on its own"
+    )
+    p.add_argument(
+        "--phases",
+        action="store_true",
+        help="a one-launch radix passes plan's time up to each of its phases",
     )
     a = p.parse_args()
     timer = time_graph_ms if a.graph else time_ms
@@ -134,6 +141,10 @@ def main() -> None:
             if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:
                 each = level_times(plan, inputs, k, timer, a.repeats, t_short)
                 print(f"    levels, ms each: {each}", flush=True)
+            if a.phases and plan is not None and plan.grid_sync:
+                print(
+                    f"    phases, ms to each: {phase_times(plan, inputs, short, timer, a.repeats)}"
+                )
         del inputs
         torch.cuda.empty_cache()
 
@@ -158,6 +169,24 @@ def level_times(plan, inputs, k, timer, repeats, t_all) -> str:
         lv = plan.levels[i - 1]
         parts.append(f"{lv.L}x{lv.nseg} {t - prev:.4f}")
         prev = t
+    return ", ".join(parts)
+
+
+def phase_times(plan, inputs, short, timer, repeats) -> str:
+    """A one-launch radix passes plan's time when its launch stops after phase ``i``
+    (the passes, the counts, the write), for each ``i``: where its time goes."""
+    whole = triton_short._passes_kwargs
+    parts = []
+    try:
+        for last in range(triton_short.pass_count(inputs[0].dtype, plan) + 2):
+
+            def upto(*a, last=last):
+                return tuple(dict(kw, LAST=min(kw["LAST"], last)) for kw in whole(*a))
+
+            triton_short._passes_kwargs = upto
+            parts.append(f"{last}: {timer(short, inputs, repeats):.4f}")
+    finally:
+        triton_short._passes_kwargs = whole
     return ", ".join(parts)
 
 

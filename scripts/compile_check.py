@@ -165,17 +165,17 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
         levels = plan.levels[:1]
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
-    if plan.passes and order != Order.VALUE:  # the radix passes, then their write
-        each, write = triton_short._passes_kwargs(dtype, plan, flags, page_flags)
-        lv = triton_short.passes_level(plan)
-        runs = [(lv, triton_short.radix_pass_kernel, triton_short.passes_signature, kw)
+    if plan.passes and order != Order.VALUE:  # the radix passes' launches
+        each = triton_short._passes_kwargs(dtype, plan, flags, page_flags)
+        lv = plan.pass_level
+        runs = [(lv, triton_short.radix_phases_kernel, triton_short.passes_signature, kw)
                 for kw in each]  # fmt: skip
-        runs.append((lv, triton_short.radix_write_kernel, triton_short.passes_signature, write))
     for lv, kernel, signature, kw in runs:
         params = inspect.signature(kernel.fn).parameters.values()
         defaults = {p.name: p.default for p in params if p.default is not p.empty}
         consts = {**defaults, **kw}
-        opts = {o: consts.pop(o) for o in ("num_warps", "maxnreg") if o in consts}
+        launch = ("num_warps", "maxnreg", "launch_cooperative_grid")
+        opts = {o: consts.pop(o) for o in launch if o in consts}
         if k == 1:
             consts["k"] = 1
         types = signature(dtype, False)  # in the kernel's order, its own arguments

@@ -1,7 +1,7 @@
 """A representative subset of the GPU kernels' launches, small enough to run under
 NVIDIA compute-sanitizer, each result checked against the oracle.
 
-    python scripts/sanitize_cases.py [--cases block|w32|all]        # warm the cache
+    python scripts/sanitize_cases.py [--cases block|w32|all|passes]        # warm the cache
     compute-sanitizer --tool memcheck --error-exitcode 3 python scripts/sanitize_cases.py
 
 ``block``: the streaming kernel's block-synchronous loop (bf16 / fp16 / fp32, largest
@@ -89,21 +89,23 @@ def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
     return ok
 
 
-def passes(dtype, dev="cuda", scale=1) -> bool:
+def passes(dtype, sync, dev="cuda", scale=1) -> bool:
     """Two long rows split as radix passes (each digit's histogram gathered across a
-    row's programs, the last to finish scanning them; every program writing its own
-    slots): rows of 32 values, ties across segments, unsorted and by index."""
+    row's programs; every program writing its own slots), in one cooperative launch
+    (``sync``, row barriers between phases) or one launch per phase: rows of 32
+    values, ties across segments, unsorted and by index."""
     rows, n, k = 2, 400_000 // scale, 512 // scale
     x = make("distinct32", rows, n, dtype, dev, seed=4)
     sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(radix_passes=True)
+    cfg = ShortConfig(radix_passes=True, grid_sync=sync)
     if scale > 1:  # slices of the interpreter's size
         cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0, radix_passes=True)
     ok = True
     for order in (Order.NONE, Order.INDEX):
         opt = TopkOptions(order=order)
         plan = short_path(x, k, opt, sm, cfg)
-        ok &= plan is not None and plan.passes
+        ok &= plan is not None and plan.passes and (sync or not plan.grid_sync)
+        ok &= plan.grid_sync or not (sync and scale == 1)  # full size: the rows fit one launch
         ov = torch.empty((rows, k), dtype=dtype, device=dev)
         oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
         run_short(x, k, opt, ov, oi, plan)
@@ -125,7 +127,9 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
         out.append(("split in one launch bf16", split, (torch.bfloat16, True)))
         out.append(("split level by level bf16", split, (torch.bfloat16, False)))
-        out.append(("split as radix passes fp32", passes, (torch.float32,)))
+    if which in ("block", "all", "passes"):
+        out.append(("split as radix passes in one launch fp32", passes, (torch.float32, True)))
+        out.append(("split as radix passes a launch each bf16", passes, (torch.bfloat16, False)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):
@@ -136,7 +140,7 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--cases", choices=("block", "w32", "all"), default="all")
+    p.add_argument("--cases", choices=("block", "w32", "all", "passes"), default="all")
     a = p.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)

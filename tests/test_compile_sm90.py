@@ -90,6 +90,18 @@ def test_short_path_builds_with_k_one():
     assert len(compile_check(*args, "--variant", "levelled")) == 2
 
 
+def test_radix_passes_build_in_one_launch_and_by_phase():
+    """The radix passes: all phases in one cooperative launch (its row barriers' spin
+    loops), with k = 1 as a compile-time constant and the page map, without spills;
+    one launch per phase: fp32's four 8-bit passes, the counts and the write."""
+    args = ("--short", "1x1048576", "--dtype", "bf16", "--k", "1", "--order", "index")
+    (line,) = compile_check(*args, "--paged", "--variant", "passes")
+    assert "one-launch" in line and spills(line) == 0, line
+    args = ("--short", "2x129280", "--dtype", "fp32", "--order", "none")
+    lines = compile_check(*args, "--variant", "passes+nosync")
+    assert len(lines) == 6 and "one-launch" not in lines[0], lines
+
+
 def test_crowded_stream_launch_builds_at_its_cap():
     """The crowded fp32 launches as run_triton takes them on an H200 (stream_config:
     three programs per SM), sorted, assemble within their 80-register cap: rows

@@ -436,12 +436,13 @@ def test_gpu_in_launch_same_bits(rows, n, k, dtype):
     each replay exact after the data changes in place."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     x = make("normal", rows, n, dtype, "cuda", seed=k)
+    split = ShortConfig(radix_passes=False)  # the split even where radix passes are the default
     for kind in ("normal", "distinct32"):
         x.copy_(make(kind, rows, n, dtype, "cuda", seed=k))
         for order in (Order.NONE, Order.VALUE):
             opt = TopkOptions(order=order)
-            plain = short_path(x, k, opt, sm, levelled(ShortConfig()))
-            fused = short_path(x, k, opt, sm)
+            plain = short_path(x, k, opt, sm, levelled(split))
+            fused = short_path(x, k, opt, sm, split)
             assert fused.in_launch and not plain.in_launch, describe(fused)
             got = []
             for plan in (fused, plain):
@@ -452,7 +453,7 @@ def test_gpu_in_launch_same_bits(rows, n, k, dtype):
             assert_same_topk(got[0], oracle_topk(x, k, opt), order, describe(fused))
             same_bits(got[0], got[1])
     opt = TopkOptions()
-    fused = short_path(x, k, opt, sm, in_launch(ShortConfig()))
+    fused = short_path(x, k, opt, sm, in_launch(split))
     ov = torch.empty((rows, k), dtype=dtype, device="cuda")
     oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
     graph, _ = warm_then_capture(lambda: run_short(x, k, opt, ov, oi, fused))
@@ -601,27 +602,64 @@ PASSES = dataclasses.replace(SPLIT, radix_passes=True)
 
 
 @pytest.mark.parametrize(
-    "kind, dtype",
+    "kind, dtype, bits",
     [
-        ("normal", torch.bfloat16),
-        ("distinct32", torch.float32),  # ties across segments at the k-th key
-        ("all_equal", torch.bfloat16),
-        ("nan_hotspots", torch.float32),
-        ("bits_negative", torch.float16),
+        ("normal", torch.bfloat16, 8),
+        ("distinct32", torch.float32, 6),  # ties across segments; a 2-bit last digit
+        ("all_equal", torch.bfloat16, 4),
+        ("nan_hotspots", torch.float32, 8),
+        ("bits_negative", torch.float16, 5),  # a 1-bit last digit
     ],
 )
-def test_radix_passes_match_the_oracle_and_the_levels(kind, dtype):
+def test_radix_passes_match_the_oracle_and_the_levels(kind, dtype, bits):
     """The split as radix passes over its segments (every digit's histogram summed
     across the row's programs, every program writing its own slots): the oracle's top
     k, unsorted and largest=False, and by index bit for bit the levels' result; ties
     across segments taken by index; sorted by value it takes the levels."""
     x = make(kind, 2, 700, dtype, DEV, seed=KINDS.index(kind))
-    plan = short_path(x, 12, TopkOptions(), SM, PASSES)
-    assert plan.passes and describe(plan).endswith(" passes"), describe(plan)
-    check(x, 12, cfg=PASSES, order=Order.NONE, largest=False)
-    got = check(x, 12, cfg=PASSES, order=Order.INDEX)
+    cfg = dataclasses.replace(PASSES, pass_bits=bits)
+    plan = short_path(x, 12, TopkOptions(), SM, cfg)
+    assert plan.passes and f" passes{bits} L=" in describe(plan), describe(plan)
+    check(x, 12, cfg=cfg, order=Order.NONE, largest=False)
+    got = check(x, 12, cfg=cfg, order=Order.INDEX)
     same_bits(got, run(x, 12, cfg=SPLIT, order=Order.INDEX)[0])
-    check(x, 12, cfg=PASSES, order=Order.VALUE)
+    check(x, 12, cfg=cfg, order=Order.VALUE)
+
+
+def test_plan_radix_passes_where_one_launch_holds_them():
+    """With ``radix_passes=None`` (on a GPU, where Triton launches cooperatively) a
+    split unsorted or by index with k > 256 takes the radix passes where its rows'
+    segments, as many as there are SMs and at least 1024 long, fit one launch; with
+    no split (k > nmax / 4) they also take any k; sorted by value they take the
+    split or the stream."""
+    from deepselect import triton_short
+
+    if not triton_short.COOPERATIVE:
+        pytest.skip("this Triton cannot launch cooperatively")
+
+    auto = ShortConfig(radix_passes=None)
+
+    def plan(rows, n, k, bits=16, by_value=False, sm=132, cfg=auto):
+        return triton_short._plan(rows, n, k, sm, cfg, False, bits, by_value)
+
+    for rows, n, L in ((1, 2**20, 8192), (6, 65536, 4096), (1, 65536, 1024), (2, 129_280, 2048)):
+        p = plan(rows, n, 512)
+        assert p.passes and p.grid_sync and p.pass_level.L == L, describe(p)
+        assert rows * p.pass_level.nseg <= 132 and p.pass_level.nseg == -(-n // L)
+        assert p.pass_level.num_warps == _warps(L) and p.levels[0].L == 8192  # the split too
+    assert not plan(6, 2**20, 512).passes  # 768 segments of 8192
+    assert plan(6, 2**20, 512, sm=768).passes
+    assert not plan(1, 2**20, 512, cfg=ShortConfig(radix_passes=False)).passes
+    assert not plan(1, 2**20, 512, cfg=dataclasses.replace(auto, grid_sync=False)).passes
+    p = plan(1, 2**20, 512, cfg=ShortConfig(grid_sync=False, radix_passes=True))
+    assert p.passes and not p.grid_sync
+    wide = plan(1, 2**20, 4096)  # no split: 4 k > nmax
+    assert wide.passes and wide.grid_sync and wide.levels == (wide.pass_level,)
+    assert plan(1, 2**20, 4096, by_value=True) is None
+    assert plan(1, 2**20, 512, by_value=True).kind == "split"
+    assert plan(1, 4096, 512).kind == "short"
+    assert plan(1, 2**20, 257).passes and not plan(1, 2**20, 256).passes  # cheap splits
+    assert plan(1, 2**20, 1, cfg=ShortConfig(radix_passes=True)).passes
 
 
 def test_radix_passes_windows_offsets_fills():
@@ -647,10 +685,11 @@ def test_radix_passes_windows_offsets_fills():
     ],
 )
 def test_gpu_radix_passes(rows, n, k, dtype):
-    """The radix passes at full size, their programs racing for each row's counters:
-    the oracle's top k, unsorted and by index, on normal, tie-heavy and ascending
-    rows; captured in a CUDA graph (the counters zeroed in it), each replay exact
-    after the data and windows change in place."""
+    """The radix passes at full size, their programs racing for each row's counters
+    (in one cooperative launch where the segments fit one per SM, else a launch per
+    phase): the oracle's top k, unsorted and by index, on normal, tie-heavy and
+    ascending rows; captured in a CUDA graph (the counters zeroed in it), each replay
+    exact after the data and windows change in place."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     cfg = ShortConfig(radix_passes=True)
     for kind in ("normal", "distinct32", "ascending"):
@@ -658,7 +697,7 @@ def test_gpu_radix_passes(rows, n, k, dtype):
         for order in (Order.NONE, Order.INDEX):
             got = check(x, k, cfg=cfg, sm=sm, order=order)
     plan = short_path(x, k, TopkOptions(), sm, cfg)
-    assert plan.passes, describe(plan)
+    assert plan.passes and plan.grid_sync == (rows * plan.pass_level.nseg <= sm), describe(plan)
     begin = torch.zeros(rows, dtype=torch.int64, device="cuda")
     opt = TopkOptions(begin=begin, end=torch.full((rows,), n, device="cuda"))
     ov, oi = got[0], got[1]

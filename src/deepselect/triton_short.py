@@ -17,7 +17,6 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   default ``ShortConfig.merge_in_launch``) the merges run in the segments' launch
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
-
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
@@ -102,6 +101,19 @@ from .triton_backend import (
     page_arguments,
     row_arguments,
 )
+
+
+def _can_launch_cooperatively() -> bool:
+    """Whether this Triton launches a kernel cooperatively (``launch_cooperative_grid``,
+    from Triton 3.3): every program resident at once, or the launch refused."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:  # pragma: no cover - a Triton without the NVIDIA backend
+        return False
+    return "launch_cooperative_grid" in {f.name for f in fields(CUDAOptions)}
+
+
+COOPERATIVE = _can_launch_cooperatively()
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -873,105 +885,58 @@ def split_fused_kernel(
 
 
 @triton.jit
-def radix_pass_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    hs_ptr,
-    tot_ptr,
-    st_ptr,
-    acc_ptr,
-    cnt_ptr,
-    k,
-    L,
-    nseg,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    NMAX: tl.constexpr,
-    NT: tl.constexpr,
-    PASS: tl.constexpr,
-    NPASS: tl.constexpr,
-):
-    """Pass ``PASS`` of a row's radix select spread over its segments (one program
-    per segment of ``L``, ``nseg`` per row): the histogram of the key's ``PASS``-th
-    8-bit digit from the top (bin ``j`` for digit ``255 - j``) over the segment's valid
-    keys whose higher digits equal the prefix found so far, added to the row's
-    ``tot [rows, NPASS, 256]`` (zero at launch) and kept, as running sums over the
-    bins, in ``hs [rows, nseg, 256]``. The row's last program to finish (``cnt [rows,
-    NPASS]``, zero at launch) reads the row's histogram and fixes the digit.
-
-    State per row ``st [rows, 4]``: the prefix, the rank still to find within it,
-    ``kk = min(k, valid)``. Per segment ``acc [rows, nseg]``: its keys above the
-    prefix of the previous passes, added up by the segment's own program from its
-    own running sums (those of the pass before, read before they are overwritten)."""
-    pid = tl.program_id(0)
-    row = pid // nseg
-    seg = pid % nseg
-    row64 = row.to(tl.int64)
-    keys, idx, valid, lo, hi = _input_slice(
-        x_ptr + row64 * stride_xr, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK,
-        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
-    )  # fmt: skip
-    keys = keys.to(tl.uint32)
-    BITS: tl.constexpr = 16 if RAW16 else 32
-    SHIFT: tl.constexpr = BITS - 8 * (PASS + 1)
-    st_row = st_ptr + row64 * 4
-    hs_seg = hs_ptr + (row64 * nseg + seg) * 256
-    j = tl.arange(0, 256)
-    m = valid
-    if PASS > 0:
-        prefix = tl.load(st_row).to(tl.uint32, bitcast=True)
-        m = valid & ((keys >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
-        # this segment's keys above the previous pass's digit: the running sum just
-        # before its bin
-        nb = (255 - ((prefix >> (SHIFT + 8)) & 255)).to(tl.int32)
-        above = tl.load(hs_seg + tl.maximum(nb - 1, 0))
-        above = tl.where(nb > 0, above, 0)  # no bin above the first
-        if PASS > 1:
-            above += tl.load(acc_ptr + row64 * nseg + seg)
-        tl.store(acc_ptr + row64 * nseg + seg, above)
-        tl.debug_barrier()  # the previous running sums read before they are overwritten
-    rbin = (255 - ((keys >> SHIFT) & 255)).to(tl.int32)
-    h = tl.histogram(rbin, 256, mask=m)
-    tl.store(hs_seg + j, tl.cumsum(h, axis=0))
-    tl.atomic_add(tot_ptr + (row64 * NPASS + PASS) * 256 + j, h, mask=h > 0, sem="relaxed")
-    tl.debug_barrier()  # every add issued before the count that publishes them
-    done = tl.atomic_add(cnt_ptr + row64 * NPASS + PASS, 1, sem="acq_rel", scope="gpu")
-    if done == nseg - 1:
-        tot = tl.load(tot_ptr + (row64 * NPASS + PASS) * 256 + j, cache_modifier=".cg")
-        if PASS == 0:
-            rem = tl.minimum(k, tl.sum(tot, axis=0))  # the outputs that hold a key: kk
-            tl.store(st_row + 2, rem)
-            prefix = (rem * 0).to(tl.uint32)
-        else:
-            rem = tl.load(st_row + 1)
-        # the bins strictly above the chosen one: those whose running count from the
-        # top is still short of rem
-        short = tl.cumsum(tot, axis=0) < rem
-        nb = tl.sum(short.to(tl.int32), axis=0)
-        prefix = prefix | ((255 - nb).to(tl.uint32) << SHIFT)
-        tl.store(st_row, prefix.to(tl.int32, bitcast=True))
-        tl.store(st_row + 1, rem - tl.sum(tl.where(short, tot, 0), axis=0))
+def _row_barrier(cnt_ptr, nseg):
+    """Arrive at a row's counter (zero at launch) and wait until the row's ``nseg``
+    programs have: what this program wrote before, each of them may read after. Only
+    in a launch whose programs are all resident at once (a cooperative launch)."""
+    tl.debug_barrier()  # every thread's writes issued before the arrival
+    tl.atomic_add(cnt_ptr, 1, sem="release", scope="gpu")
+    seen = tl.atomic_add(cnt_ptr, 0, sem="acquire", scope="gpu")
+    while seen < nseg:
+        seen = tl.atomic_add(cnt_ptr, 0, sem="acquire", scope="gpu")
 
 
 @triton.jit
-def radix_write_kernel(
+def _digit_histogram(keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr):
+    """Radix pass ``P``'s histogram: of digit ``P`` (``DIGIT`` bits from the top, the
+    last one narrower) of the valid keys whose higher digits are those of ``prefix``;
+    bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first)."""
+    TOP: tl.constexpr = BITS - DIGIT * P  # the bits above this digit
+    SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
+    NB: tl.constexpr = 1 << DIGIT
+    m = valid
+    if P > 0:
+        m = valid & ((keys >> TOP) == (prefix >> TOP))
+    rbin = (NB - 1 - ((keys >> SH) & ((1 << (TOP - SH)) - 1))).to(tl.int32)
+    return tl.histogram(rbin, NB, mask=m)
+
+
+@triton.jit
+def _choose_digit(tot, prefix, rem, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr):
+    """From pass ``P``'s row histogram ``tot``: the prefix with digit ``P`` set to the
+    one holding the ``rem``-th key from the top, and that key's rank within it."""
+    TOP: tl.constexpr = BITS - DIGIT * P
+    SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
+    NB: tl.constexpr = 1 << DIGIT
+    # the bins above the chosen one: those whose running count from the top is still
+    # short of rem
+    short = tl.cumsum(tot, axis=0) < rem
+    nb = tl.sum(short.to(tl.int32), axis=0)
+    prefix = prefix | ((NB - 1 - nb).to(tl.uint32) << SH)
+    return prefix, rem - tl.sum(tl.where(short, tot, 0), axis=0)
+
+
+@triton.jit
+def radix_phases_kernel(
     x_ptr,
     stride_xr,
     stride_xc,
     N,
     begin_ptr,
     end_ptr,
-    hs_ptr,
-    st_ptr,
-    acc_ptr,
+    tot_ptr,
+    cnt_ptr,
+    seg_ptr,
     ov_ptr,
     oi_ptr,
     stride_ovr,
@@ -1001,19 +966,27 @@ def radix_write_kernel(
     NMAX: tl.constexpr,
     KP: tl.constexpr,
     NT: tl.constexpr,
-    NPASS: tl.constexpr,
+    DIGIT: tl.constexpr,
+    FIRST: tl.constexpr,
+    LAST: tl.constexpr,
     NSEGP: tl.constexpr,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
 ):
-    """The outputs of a row whose pivot key P, ties to take ``r`` and ``kk`` the
-    passes of :func:`radix_pass_kernel` found: each segment's program writes its keys
-    above P and its ties at P whose rank among the row's ties (the segments before it,
-    then position order) is below ``r``, each at its slot in position order. The
-    segments before it (``NSEGP`` >= nseg at a time) give its offsets: their keys
-    above P (the previous passes' counts plus the last pass's running sum before P's
-    bin) and their ties (P's bin). Segment 0 writes the fills."""
+    """A row's radix select spread over its segments (one program per segment of
+    ``L``, ``nseg`` per row), phases ``FIRST .. LAST`` of it. Phase ``p < NPASS``
+    (one per ``DIGIT``-bit digit of the key, from the top): the histogram of the
+    digit over the segment's valid keys whose higher digits are those chosen so far,
+    added to the row's ``tot [rows, NPASS, 2**DIGIT]`` (zero at launch). Phase
+    ``NPASS``: the segment's counts of keys above the pivot ``P`` and equal to it, to
+    ``seg [rows, nseg, 2]``. Phase ``NPASS + 1``: the segment's keys above ``P`` and
+    its ties at ``P`` ranked below ``r`` among the row's (the segments before it,
+    then position order), each written at its slot in position order; segment 0
+    writes the fills. Every program reads the finished histograms and chooses the
+    digits itself: a phase needs only that the phases before it are complete, by a
+    row barrier (``cnt [rows, NPASS + 1]``, zero at launch) between phases of one
+    launch or by the launches' order."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
@@ -1024,33 +997,53 @@ def radix_write_kernel(
         LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
     )  # fmt: skip
     keys = keys.to(tl.uint32)
-    st_row = st_ptr + row64 * 4
-    pk = tl.load(st_row).to(tl.uint32, bitcast=True)
-    r = tl.load(st_row + 1)
-    kk = tl.load(st_row + 2)
-    nb = (255 - (pk & 255)).to(tl.int32)
-    b = tl.arange(0, NSEGP)
-    before = b < seg
-    hs_b = hs_ptr + (row64 * nseg + b) * 256
-    upto = tl.load(hs_b + tl.maximum(nb - 1, 0), mask=before, other=0)
-    upto = tl.where(nb > 0, upto, 0)  # no bin above the first
-    eqo = tl.sum(tl.load(hs_b + nb, mask=before, other=0) - upto, axis=0)
-    if NPASS > 1:
-        upto += tl.load(acc_ptr + row64 * nseg + b, mask=before, other=0)
-    gto = tl.sum(upto, axis=0)
-    gtm = valid & (keys > pk)
-    eqm = valid & (keys == pk)
-    packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
-    rank = eqo + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
-    sel = gtm | (eqm & (rank < r))
-    slot = gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)
-    off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
-    _write_in_order(
-        x_row, stride_xc, idx, sel, slot, kk, k, seg == 0, row, off,
-        oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc,
-        fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
-    )  # fmt: skip
+    BITS: tl.constexpr = 16 if RAW16 else 32
+    NPASS: tl.constexpr = (BITS + DIGIT - 1) // DIGIT
+    NB: tl.constexpr = 1 << DIGIT
+    j = tl.arange(0, NB)
+    tot_row = tot_ptr + row64 * (NPASS * NB)
+    cnt_row = cnt_ptr + row64 * (NPASS + 1)
+    seg_row = seg_ptr + row64 * nseg * 2
+    prefix = tl.full((), 0, tl.uint32)  # the digits chosen so far, in place
+    rem = k  # the rank of the pivot among the keys that share them
+    kk = k  # the outputs that hold a key: min(k, valid keys of the row)
+    for p in tl.static_range(NPASS + 2):
+        if p > FIRST and p <= LAST:
+            _row_barrier(cnt_row + p - 1, nseg)
+        if p >= 1 and p <= NPASS and p <= LAST:  # pass p - 1 is complete: its digit
+            tot = tl.load(tot_row + (p - 1) * NB + j, cache_modifier=".cg")
+            if p == 1:
+                kk = tl.minimum(k, tl.sum(tot, axis=0))
+                rem = kk
+            prefix, rem = _choose_digit(tot, prefix, rem, BITS, DIGIT, p - 1)
+        if p >= FIRST and p <= LAST and p < NPASS:
+            h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p)
+            tl.atomic_add(tot_row + p * NB + j, h, mask=h > 0, sem="relaxed", scope="gpu")
+        if p >= FIRST and p <= LAST and p == NPASS:
+            tl.store(seg_row + seg * 2, tl.sum((valid & (keys > prefix)).to(tl.int32), axis=0))
+            tl.store(seg_row + seg * 2 + 1, tl.sum((valid & (keys == prefix)).to(tl.int32), axis=0))
+        if p >= FIRST and p <= LAST and p == NPASS + 1:
+            b = tl.arange(0, NSEGP)
+            before = b < seg
+            gto = tl.sum(
+                tl.load(seg_row + b * 2, mask=before, other=0, cache_modifier=".cg"), axis=0
+            )
+            eqo = tl.sum(
+                tl.load(seg_row + b * 2 + 1, mask=before, other=0, cache_modifier=".cg"), axis=0
+            )
+            gtm = valid & (keys > prefix)
+            eqm = valid & (keys == prefix)
+            packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
+            rank = eqo + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
+            sel = gtm | (eqm & (rank < rem))
+            slot = gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, rem)
+            off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
+            _write_in_order(
+                x_row, stride_xc, idx, sel, slot, kk, k, seg == 0, row, off,
+                oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr,
+                stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+                r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+            )  # fmt: skip
 
 
 # ------------------------------------------------------------------------- the plan
@@ -1128,15 +1121,33 @@ class ShortConfig:
         0.168; bf16 48 x 64K (384) 0.041 -> 0.044.
     in_launch_per_sm: see ``merge_in_launch``.
     radix_passes: a split (unsorted or sorted by index) as a radix select spread over
-        the segments' programs (:func:`radix_pass_kernel`, one launch per 8-bit digit
-        of the key, then :func:`radix_write_kernel`): every program histograms its
-        segment's digit into the row's, the row's last program fixes the digit, and
-        the write launch puts every selected element at its slot from the segments'
-        counts. No selection chain and no candidates; sorted by value, the levels.
-        Off: on an H200 (bf16 k = 512, graph replays, ms, passes / split) 1 x 1M
-        0.026 / 0.034, but 6 x 64K 0.025 / 0.020, fp32 6 x 129,280 0.050 / 0.039,
-        14 x 1M 0.270 / 0.146: a program's pass costs ~6 us, most of it the 8-bit
-        digit's ``tl.histogram`` (benchmarks/RESULTS.md).
+        segments of the row, one program each (:func:`radix_phases_kernel`): one
+        phase per ``pass_bits``-bit digit of the key, where every program histograms
+        its segment's digit into the row's and then chooses the digit from the row's
+        histogram, one phase for each segment's counts above and at the pivot, one
+        for the write, every selected element at its slot from those counts. No
+        selection chain and no candidates; sorted by value, the levels. The segments
+        are as many as ``grid_per_sm`` per SM hold (``min_seg`` to ``nmax`` long).
+        True: always; None: where one launch holds them
+        (``grid_sync``) and k > ``pass_min_k``; False: never. On an H200 (bf16 k =
+        512, graph replays, ms, split / passes in one launch): 1 x 1M 0.034 /
+        0.022, k = 2048 0.076 / 0.022, k = 4096 (no split: streamed) 0.343 / 0.022,
+        1 x 256K 0.026 / 0.013, 1 x 64K 0.018 / 0.012, 6 x 64K 0.020 / 0.014, 4 x
+        256K 0.031 / 0.021, 64 x 16K 0.020 / 0.021; fp32 1 x 129,280 0.027 /
+        0.020, 6 x 129,280 0.039 / 0.036 (ascending rows 0.027 / 0.036, distinct32
+        0.052 / 0.036). One launch per phase was slower than the split everywhere
+        (1 x 4M 0.071 / 0.099, fp32 6 x 129,280 0.039 / 0.057; benchmarks/RESULTS.md).
+    pass_bits: the digit of a radix pass (``radix_passes``), 4 to 8 bits.
+    grid_sync: the radix passes' phases in one cooperative launch (every program
+        resident at once, or the launch refused), a row barrier between phases,
+        where the segments' programs number at most ``grid_per_sm`` per SM and
+        Triton can launch so; else one launch per phase.
+    grid_per_sm: see ``grid_sync``. One: a program of up to 1,024 threads always fits
+        an SM alone.
+    pass_min_k: ``radix_passes=None`` takes the passes for k above this only: below
+        it the split's selections are cheap (on an H200, bf16 1 x 1M, graph replays,
+        split / passes, ms: k = 1 0.014 / 0.022, k = 512 0.034 / 0.022); a split
+        costs about the same for every k up to the same power of two.
     """
 
     nmax: int = 8192
@@ -1156,7 +1167,11 @@ class ShortConfig:
     prefilter: bool = True
     merge_in_launch: bool = True
     in_launch_per_sm: float = 6.0
-    radix_passes: bool = False
+    radix_passes: bool | None = False
+    pass_bits: int = 8
+    grid_sync: bool = True
+    grid_per_sm: float = 1.0
+    pass_min_k: int = 256
 
     __hash__ = _hash_once
 
@@ -1165,7 +1180,10 @@ class ShortConfig:
         """A named variant for timing and compile checks: parts joined by ``+``, each
         ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
         counting pivot search), ``nopf`` (no prefilter), ``passes`` (the split as radix
-        passes: ``radix_passes``), ``fused`` (the split's merges
+        passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
+        passes one launch per phase), ``onlysync`` (the passes only where one launch
+        holds them), ``nopasses`` (the split, never the passes),
+        ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
@@ -1180,18 +1198,28 @@ class ShortConfig:
             elif part == "old":
                 fields_["radix"] = False
             elif part == "passes":
-                fields_["radix_passes"] = True
+                fields_.setdefault("radix_passes", True)
+            elif part == "nosync":
+                fields_["grid_sync"] = False
+            elif part == "onlysync":
+                fields_["radix_passes"] = None
+            elif part == "nopasses":
+                fields_["radix_passes"] = False
             elif part in ("fused", "levelled"):
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
-            elif word in ("radix", "split", "seg") and num.isdigit():
-                key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}[word]
-                fields_[key] = int(num)
+            elif word in ("radix", "split", "seg", "passes") and num.isdigit():
+                key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}
+                key["passes"] = "pass_bits"
+                fields_[key[word]] = int(num)
+                if word == "passes":
+                    fields_.setdefault("radix_passes", True)
             else:
                 raise ValueError(
-                    "variant: parts radix, radixB, old, nopf, passes, fused, levelled, splitN "
-                    f"or segN joined by '+', optionally @CAP; got {name!r}"
+                    "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
+                    "nopasses, fused, levelled, splitN or segN joined by '+', optionally @CAP; "
+                    f"got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1254,9 +1282,16 @@ class ShortPlan:
     fused_stats: bool
     cfg: ShortConfig = field(default_factory=ShortConfig)
     in_launch: bool = False  # a split whose merges run in its one launch (units of kp)
-    passes: bool = False  # unsorted / by index: radix passes over the segments instead
+    # unsorted / by index: radix passes over segments of the row instead, these, in
+    # one cooperative launch or one launch per phase
+    pass_level: Level | None = None
+    grid_sync: bool = False
 
     __hash__ = _hash_once
+
+    @property
+    def passes(self) -> bool:
+        return self.pass_level is not None
 
 
 def _warps(nmax: int) -> int:
@@ -1319,12 +1354,21 @@ def short_path(
     'short nmax=4096'
     """
     bits = x.element_size() * 8
-    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg or _DEFAULT, _interpreting(), bits)
+    by_value = Order(opt.order) == Order.VALUE
+    cfg = cfg or _DEFAULT
+    return _plan(x.shape[0], x.shape[1], k, sm_count, cfg, _interpreting(), bits, by_value)
 
 
 @cache  # decided once per shape: the plan is host work on every call
 def _plan(
-    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int
+    rows: int,
+    n: int,
+    k: int,
+    sm_count: int,
+    cfg: ShortConfig,
+    interpreting: bool,
+    bits: int,
+    by_value: bool,
 ) -> ShortPlan | None:
     if k > cfg.nmax or n >= 2**31 - 2**16:
         return None
@@ -1337,8 +1381,11 @@ def _plan(
         level = Level(max(n, 1), 1, nm, False, False, _warps(nm), crowded)
         return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
-    if lmin > cfg.nmax:
-        return None
+    if lmin > cfg.nmax:  # no split; radix passes (any k) unless sorted by value
+        passes, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+        if passes is None or by_value:
+            return None
+        return ShortPlan("split", (passes,), kp, np_, fused, cfg, pass_level=passes, grid_sync=sync)
     row_bytes = n * bits // 8
     if row_bytes <= cfg.mid_bytes:
         frac = cfg.split_rows
@@ -1354,13 +1401,29 @@ def _plan(
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
-    passes = cfg.radix_passes
+    passes, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
-        return ShortPlan("split", one, kp, np_, fused, cfg, in_launch=True, passes=passes)
+        return ShortPlan("split", one, kp, np_, fused, cfg, True, passes, sync)
     levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, passes=passes)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, pass_level=passes, grid_sync=sync)
+
+
+def _pass_level(
+    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool
+) -> tuple[Level | None, bool]:
+    """The segments of a split's radix passes (``cfg.radix_passes``) and whether they
+    run in one cooperative launch: as many segments as ``grid_per_sm`` per SM hold
+    (at least ``min_seg`` long, at most ``nmax``), so that every SM shares the work."""
+    room = max(1, int(cfg.grid_per_sm * sm_count))
+    L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // room))))
+    nseg = -(-n // L)
+    sync = cfg.grid_sync and COOPERATIVE and not interpreting and rows * nseg <= room
+    auto = sync and k > cfg.pass_min_k
+    if cfg.radix_passes is False or (cfg.radix_passes is None and not auto):
+        return None, False
+    return Level(L, nseg, L, False, False, _warps(L)), sync
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -1376,7 +1439,8 @@ def describe(plan: ShortPlan | None) -> str:
     return (
         f"split L={first.L} seg={first.nseg} merge={merges}"
         + (" in-launch" if plan.in_launch else "")
-        + (" passes" if plan.passes else "")
+        + (f" passes{plan.cfg.pass_bits} L={plan.pass_level.L}" if plan.passes else "")
+        + (" one-launch" if plan.grid_sync else "")
     )
 
 
@@ -1446,13 +1510,6 @@ def in_launch_constants(
     return kw
 
 
-def passes_level(plan: ShortPlan) -> Level:
-    """The segments of a plan's radix passes: the split's first level at the warps its
-    slice wants (an in-launch split runs at its merges' warps)."""
-    first = plan.levels[0]
-    return dataclasses.replace(first, num_warps=_warps(first.nmax))
-
-
 def passes_constants(
     dtype: torch.dtype,
     plan: ShortPlan,
@@ -1462,22 +1519,29 @@ def passes_constants(
     has_window: int,
     off_tensor: bool,
     write_values: bool,
-) -> tuple[list[dict], dict]:
-    """The compile-time parameters of each ``radix_pass_kernel`` launch of a plan with
-    ``passes`` (one per 8-bit digit of the key) and of its ``radix_write_kernel``: the
+) -> list[dict]:
+    """The compile-time parameters of each ``radix_phases_kernel`` launch of a plan
+    with ``passes``: all phases in one (``grid_sync``) or one launch per phase (a
+    pass per ``pass_bits``-bit digit of the key, the counts, the write); the
     segments at the warps their length wants (not those of the split's merges)."""
-    first = passes_level(plan)
+    first = plan.pass_level
     kw = kernel_constants(
         dtype, plan, first, largest=largest, order=order, has_window=has_window,
         off_tensor=off_tensor, write_values=write_values,
     )  # fmt: skip
     common = {n: kw[n] for n in ("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16")}
-    common.update(HAS_WINDOW=has_window, NMAX=first.nmax, NT=kw["NT"])
-    npass = 2 if kw["RAW16"] else 4
-    each = [dict(common, PASS=p, NPASS=npass) for p in range(npass)]
-    write = dict(common, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values, KP=plan.kp)
-    write.update(NPASS=npass, NSEGP=_next_pow2(first.nseg))
-    return each, write
+    common.update(HAS_WINDOW=has_window, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values)
+    common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
+    common["NSEGP"] = _next_pow2(first.nseg)
+    last = pass_count(dtype, plan) + 1
+    if plan.grid_sync:
+        return [dict(common, FIRST=0, LAST=last)]
+    return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
+
+
+def pass_count(dtype: torch.dtype, plan: ShortPlan) -> int:
+    """Radix passes of a plan with ``passes`` over keys of ``dtype``."""
+    return -(-torch.finfo(dtype).bits // plan.cfg.pass_bits)
 
 
 def cand_size(nmax: int, kp: int) -> int:
@@ -1525,13 +1589,16 @@ def _launch_kwargs(
 @cache
 def _passes_kwargs(
     dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple
-) -> tuple[tuple[dict, ...], dict]:
-    """The passes' and the write's compile-time arguments and warps (as
-    :func:`_launch_kwargs` gives a level's; no register cap: they hold one slice)."""
-    each, write = passes_constants(dtype, plan, **dict(flags))
-    warps = passes_level(plan).num_warps
-    write.update(page_flags, num_warps=warps)
-    return tuple(dict(kw, num_warps=warps) for kw in each), write
+) -> tuple[dict, ...]:
+    """Each launch's compile-time arguments and launch options (as
+    :func:`_launch_kwargs` gives a level's; no register cap: they hold one slice;
+    the one launch of ``grid_sync`` cooperative)."""
+    warps = plan.pass_level.num_warps
+    out = tuple(dict(kw, num_warps=warps) for kw in passes_constants(dtype, plan, **dict(flags)))
+    out[-1].update(page_flags)  # the write's
+    if plan.grid_sync:
+        out[0]["launch_cooperative_grid"] = True
+    return out
 
 
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1550,11 +1617,11 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
 
 
 def passes_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``radix_pass_kernel`` and ``radix_write_kernel`` together (for
-    ``triton.compile(ASTSource(...))``, each kernel taking its own)."""
+    """Argument types of ``radix_phases_kernel`` (for ``triton.compile(ASTSource(...))``)."""
     types = kernel_signature(dtype, idx64)
-    types.update(hs_ptr="*i32", tot_ptr="*i32", st_ptr="*i32", acc_ptr="*i32", cnt_ptr="*i32")
-    return types
+    types.update(tot_ptr="*i32", cnt_ptr="*i32", seg_ptr="*i32")
+    names = inspect.signature(radix_phases_kernel.fn).parameters
+    return {name: types[name] for name in names if name in types}
 
 
 def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
@@ -1614,26 +1681,17 @@ def run_short(
         ("write_values", write_values),
     )
     if plan.passes and Order(opt.order) != Order.VALUE:
-        each, wkw = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()))
-        first = plan.levels[0]
-        grid = (rows * first.nseg,)
-        npass = len(each)
-        hs = torch.empty((rows, first.nseg, 256), dtype=torch.int32, device=dev)
-        st = torch.empty((rows, 4), dtype=torch.int32, device=dev)
-        acc = torch.empty((rows, first.nseg), dtype=torch.int32, device=dev)
-        # the row totals and the counters, zeroed by one memset
-        zero = torch.zeros(rows * npass * 257, dtype=torch.int32, device=dev)
-        tot, cnt = zero[: rows * npass * 256], zero[rows * npass * 256 :]
-        for kw in each:
-            radix_pass_kernel[grid](
-                raw, x.stride(0), x.stride(1), n, begin, end, hs, tot, st, acc, cnt, k,
-                first.L, first.nseg, **kw,
+        first = plan.pass_level
+        npass = pass_count(x.dtype, plan)
+        ntot = rows * npass << plan.cfg.pass_bits
+        zero = torch.zeros(ntot + rows * (npass + 1), dtype=torch.int32, device=dev)  # a memset
+        seg = torch.empty((rows, first.nseg, 2), dtype=torch.int32, device=dev)
+        for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items())):
+            radix_phases_kernel[(rows * first.nseg,)](
+                raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], seg, ov,
+                out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
+                off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, **kw,
             )  # fmt: skip
-        radix_write_kernel[grid](
-            raw, x.stride(0), x.stride(1), n, begin, end, hs, st, acc, ov, out_indices,
-            *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr, off_scalar,
-            opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, **wkw,
-        )  # fmt: skip
         return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     if plan.in_launch:
