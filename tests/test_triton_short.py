@@ -638,6 +638,7 @@ def test_plan_radix_passes_where_one_launch_holds_them():
         pytest.skip("this Triton cannot launch cooperatively")
 
     auto = ShortConfig(radix_passes=None)
+    assert auto == ShortConfig()  # the default
 
     def plan(rows, n, k, bits=16, by_value=False, sm=132, cfg=auto):
         return triton_short._plan(rows, n, k, sm, cfg, False, bits, by_value)

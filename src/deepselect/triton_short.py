@@ -17,6 +17,19 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   default ``ShortConfig.merge_in_launch``) the merges run in the segments' launch
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
+* **radix passes** (a split unsorted or by index, k > 256, where the rows'
+  segments fit one per SM): one cooperative launch (every program resident, or the
+  launch refused) of one program per segment, each holding its segment's keys in
+  registers the whole time (:func:`radix_phases_kernel`). Per 8-bit digit of the
+  key, from the top, every program adds its segment's histogram of the digit
+  (keys whose higher digits match those chosen) into the row's, waits at a row
+  barrier, and chooses the digit itself from the row's histogram: the pivot key
+  ``P`` and the ties ``r`` to take after the last digit. Then each publishes its
+  counts above and at ``P``, and after one more barrier writes its selected
+  elements at slots from the counts of the segments before it. No selection chain,
+  no candidates: a row costs two passes over registers (bf16) and three barriers,
+  whatever k (up to nmax).
+
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
@@ -1128,7 +1141,7 @@ class ShortConfig:
         for the write, every selected element at its slot from those counts. No
         selection chain and no candidates; sorted by value, the levels. The segments
         are as many as ``grid_per_sm`` per SM hold (``min_seg`` to ``nmax`` long).
-        True: always; None: where one launch holds them
+        True: always; None (the default): where one launch holds them
         (``grid_sync``) and k > ``pass_min_k``; False: never. On an H200 (bf16 k =
         512, graph replays, ms, split / passes in one launch): 1 x 1M 0.034 /
         0.022, k = 2048 0.076 / 0.022, k = 4096 (no split: streamed) 0.343 / 0.022,
@@ -1167,7 +1180,7 @@ class ShortConfig:
     prefilter: bool = True
     merge_in_launch: bool = True
     in_launch_per_sm: float = 6.0
-    radix_passes: bool | None = False
+    radix_passes: bool | None = None
     pass_bits: int = 8
     grid_sync: bool = True
     grid_per_sm: float = 1.0
@@ -1182,7 +1195,7 @@ class ShortConfig:
         counting pivot search), ``nopf`` (no prefilter), ``passes`` (the split as radix
         passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
         passes one launch per phase), ``onlysync`` (the passes only where one launch
-        holds them), ``nopasses`` (the split, never the passes),
+        holds them: the default), ``nopasses`` (the split, never the passes),
         ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
