@@ -89,23 +89,29 @@ def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
     return ok
 
 
-def passes(dtype, sync, dev="cuda", scale=1) -> bool:
-    """Two long rows split as radix passes (each digit's histogram gathered across a
+def passes(dtype, sync, tiles=1, dev="cuda", scale=1) -> bool:
+    """Long rows split as radix passes (each digit's histogram gathered across a
     row's programs; every program writing its own slots), in one cooperative launch
-    (``sync``, row barriers between phases) or one launch per phase: rows of 32
-    values, ties across segments, unsorted and by index."""
-    rows, n, k = 2, 400_000 // scale, 512 // scale
+    (``sync``, row barriers between phases) or one launch per phase, up to ``tiles``
+    segments a program: rows of 32 values, ties across segments, unsorted and by
+    index."""
+    rows, n, k = (6, 1_000_000, 512) if tiles > 1 and scale == 1 else (2, 400_000, 512)
+    n, k = n // scale, k // scale
     x = make("distinct32", rows, n, dtype, dev, seed=4)
     sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(radix_passes=True, grid_sync=sync)
+    cfg = ShortConfig(radix_passes=True, grid_sync=sync, pass_max_tiles=tiles)
     if scale > 1:  # slices of the interpreter's size
-        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0, radix_passes=True)
+        cfg = ShortConfig(
+            nmax=128, seg_max=128, min_seg=64, split_rows=1.0, radix_passes=True,
+            pass_max_tiles=tiles,
+        )  # fmt: skip
     ok = True
     for order in (Order.NONE, Order.INDEX):
         opt = TopkOptions(order=order)
         plan = short_path(x, k, opt, sm, cfg)
         ok &= plan is not None and plan.passes and (sync or not plan.grid_sync)
         ok &= plan.grid_sync or not (sync and scale == 1)  # full size: the rows fit one launch
+        ok &= plan.pass_tiles > 1 or not (tiles > 1 and scale == 1)
         ov = torch.empty((rows, k), dtype=dtype, device=dev)
         oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
         run_short(x, k, opt, ov, oi, plan)
@@ -130,6 +136,9 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
     if which in ("block", "all", "passes"):
         out.append(("split as radix passes in one launch fp32", passes, (torch.float32, True)))
         out.append(("split as radix passes a launch each bf16", passes, (torch.bfloat16, False)))
+        if scale == 1:  # (smaller, it is the case above)
+            name = "split as radix passes, segments a program, bf16"
+            out.append((name, passes, (torch.bfloat16, True, 8)))
     if which in ("w32", "all"):
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):

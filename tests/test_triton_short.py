@@ -663,6 +663,23 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(1, 2**20, 1, cfg=ShortConfig(radix_passes=True)).passes
 
 
+@pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 900, 4, 8), (2, 700, 6, 2)])
+def test_radix_passes_several_segments_a_program(rows, n, sm, tiles):
+    """Where a row's segments outnumber its programs, each program takes several
+    (read again every phase): bit for bit the passes of one segment a program, by
+    index with ties across segments and programs; windows, offsets and fills."""
+    cfg = dataclasses.replace(PASSES, pass_max_tiles=8)
+    x = make("distinct32", rows, n, torch.float32, DEV, seed=rows)
+    plan = short_path(x, 12, TopkOptions(), sm, cfg)
+    assert plan.passes and plan.pass_tiles == tiles, describe(plan)
+    got = check(x, 12, cfg=cfg, sm=sm, order=Order.INDEX)
+    same_bits(got, run(x, 12, cfg=PASSES, sm=sm, order=Order.INDEX)[0])
+    begin = torch.tensor([5, 130, 600][:rows], device=DEV)
+    end = torch.tensor([n, 390, 605][:rows], device=DEV)
+    win = dict(cfg=cfg, sm=sm, begin=begin, end=end, fill_index=-2, fill_value=0.25)
+    check(x, 12, **win, index_offset=torch.arange(rows, device=DEV), largest=False)
+
+
 def test_radix_passes_windows_offsets_fills():
     """Windows (a whole row, a part, fewer valid than k, an empty one), per-row index
     offsets, fills, int64 indices and no values."""
@@ -677,28 +694,31 @@ def test_radix_passes_windows_offsets_fills():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "rows,n,k,dtype",
+    "rows,n,k,dtype,tiles",
     [
-        (1, 2**20, 512, torch.bfloat16),
-        (6, 2**16, 2048, torch.bfloat16),
-        (6, 129_280, 512, torch.float32),
-        (2, 2**23 - 1, 1231, torch.float16),
+        (1, 2**20, 512, torch.bfloat16, 1),
+        (6, 2**16, 2048, torch.bfloat16, 1),
+        (6, 129_280, 512, torch.float32, 1),
+        (2, 2**23 - 1, 1231, torch.float16, 1),
+        (6, 2**20, 512, torch.bfloat16, 8),  # six segments a program
     ],
 )
-def test_gpu_radix_passes(rows, n, k, dtype):
+def test_gpu_radix_passes(rows, n, k, dtype, tiles):
     """The radix passes at full size, their programs racing for each row's counters
-    (in one cooperative launch where the segments fit one per SM, else a launch per
-    phase): the oracle's top k, unsorted and by index, on normal, tie-heavy and
-    ascending rows; captured in a CUDA graph (the counters zeroed in it), each replay
-    exact after the data and windows change in place."""
+    (in one cooperative launch where the segments fit one per SM, or ``tiles`` a
+    program, else a launch per phase): the oracle's top k, unsorted and by index, on
+    normal, tie-heavy and ascending rows; captured in a CUDA graph (the counters
+    zeroed in it), each replay exact after the data and windows change in place."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = ShortConfig(radix_passes=True)
+    cfg = ShortConfig(radix_passes=True, pass_max_tiles=tiles)
     for kind in ("normal", "distinct32", "ascending"):
         x = make(kind, rows, n, dtype, "cuda", seed=rows)
         for order in (Order.NONE, Order.INDEX):
             got = check(x, k, cfg=cfg, sm=sm, order=order)
     plan = short_path(x, k, TopkOptions(), sm, cfg)
-    assert plan.passes and plan.grid_sync == (rows * plan.pass_level.nseg <= sm), describe(plan)
+    programs = rows * -(-plan.pass_level.nseg // plan.pass_tiles)
+    assert plan.passes and plan.grid_sync == (programs <= sm), describe(plan)
+    assert (plan.pass_tiles > 1) == (tiles > 1), describe(plan)
     begin = torch.zeros(rows, dtype=torch.int64, device="cuda")
     opt = TopkOptions(begin=begin, end=torch.full((rows,), n, device="cuda"))
     ov, oi = got[0], got[1]

@@ -18,17 +18,18 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
 * **radix passes** (a split unsorted or by index, k > 256, where the rows'
-  segments fit one per SM): one cooperative launch (every program resident, or the
-  launch refused) of one program per segment, each holding its segment's keys in
-  registers the whole time (:func:`radix_phases_kernel`). Per 8-bit digit of the
+  segments fit one per SM): one cooperative launch
+  (every program resident, or the launch refused) of one program per segment, each
+  holding its segment's keys in registers the whole time (:func:`radix_phases_kernel`;
+  with two segments a program, read again each phase). Per 8-bit digit of the
   key, from the top, every program adds its segment's histogram of the digit
   (keys whose higher digits match those chosen) into the row's, waits at a row
   barrier, and chooses the digit itself from the row's histogram: the pivot key
-  ``P`` and the ties ``r`` to take after the last digit. Then each publishes its
-  counts above and at ``P``, and after one more barrier writes its selected
-  elements at slots from the counts of the segments before it. No selection chain,
-  no candidates: a row costs two passes over registers (bf16) and three barriers,
-  whatever k (up to nmax).
+  ``P`` and the ties ``r`` to take after the last digit. Each program also keeps
+  its own histograms as running sums, from which every program counts the keys
+  above and at ``P`` in the segments before its own and writes its selected
+  elements at their slots. No selection chain, no candidates: a row costs two
+  passes over registers (bf16) and two barriers, whatever k (up to nmax).
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
@@ -927,7 +928,8 @@ def _digit_histogram(keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexp
 @triton.jit
 def _choose_digit(tot, prefix, rem, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr):
     """From pass ``P``'s row histogram ``tot``: the prefix with digit ``P`` set to the
-    one holding the ``rem``-th key from the top, and that key's rank within it."""
+    one holding the ``rem``-th key from the top, that key's rank within it and the
+    digit's bin."""
     TOP: tl.constexpr = BITS - DIGIT * P
     SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
     NB: tl.constexpr = 1 << DIGIT
@@ -936,7 +938,7 @@ def _choose_digit(tot, prefix, rem, BITS: tl.constexpr, DIGIT: tl.constexpr, P: 
     short = tl.cumsum(tot, axis=0) < rem
     nb = tl.sum(short.to(tl.int32), axis=0)
     prefix = prefix | ((NB - 1 - nb).to(tl.uint32) << SH)
-    return prefix, rem - tl.sum(tl.where(short, tot, 0), axis=0)
+    return prefix, rem - tl.sum(tl.where(short, tot, 0), axis=0), nb
 
 
 @triton.jit
@@ -949,7 +951,7 @@ def radix_phases_kernel(
     end_ptr,
     tot_ptr,
     cnt_ptr,
-    seg_ptr,
+    hs_ptr,
     ov_ptr,
     oi_ptr,
     stride_ovr,
@@ -983,80 +985,139 @@ def radix_phases_kernel(
     FIRST: tl.constexpr,
     LAST: tl.constexpr,
     NSEGP: tl.constexpr,
+    TILES: tl.constexpr = 1,
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
 ):
-    """A row's radix select spread over its segments (one program per segment of
-    ``L``, ``nseg`` per row), phases ``FIRST .. LAST`` of it. Phase ``p < NPASS``
-    (one per ``DIGIT``-bit digit of the key, from the top): the histogram of the
-    digit over the segment's valid keys whose higher digits are those chosen so far,
-    added to the row's ``tot [rows, NPASS, 2**DIGIT]`` (zero at launch). Phase
-    ``NPASS``: the segment's counts of keys above the pivot ``P`` and equal to it, to
-    ``seg [rows, nseg, 2]``. Phase ``NPASS + 1``: the segment's keys above ``P`` and
-    its ties at ``P`` ranked below ``r`` among the row's (the segments before it,
-    then position order), each written at its slot in position order; segment 0
-    writes the fills. Every program reads the finished histograms and chooses the
-    digits itself: a phase needs only that the phases before it are complete, by a
-    row barrier (``cnt [rows, NPASS + 1]``, zero at launch) between phases of one
-    launch or by the launches' order."""
+    """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
+    program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase
+    ``p < NPASS`` (one per ``DIGIT``-bit digit of the key, from the top): the
+    histogram of the digit over the segments' valid keys whose higher digits are
+    those chosen so far, added to the row's ``tot [rows, NPASS, 2**DIGIT]`` (zero at
+    launch) and kept per segment as running sums over the bins in ``hs [rows, nseg,
+    NPASS, 2**DIGIT]``. Phase ``NPASS``: each segment's keys above the pivot ``P``
+    and its ties at ``P`` ranked below ``r`` among the row's (the segments before it,
+    then position order), each written at its slot in position order, the segments
+    before it counted from their running sums (above the chosen bin of every pass,
+    in that of the last); segment 0 writes the fills. Every program reads the
+    finished histograms and chooses the digits itself: a phase needs only that the
+    phases before it are complete, by a row barrier (``cnt [rows, NPASS]``, zero at
+    launch) between phases of one launch or by the launches' order. One segment a
+    program (``TILES == 1``) holds its keys in registers throughout; more, each
+    phase reads them again (from L2)."""
+    nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
-    row = pid // nseg
-    seg = pid % nseg
+    row = pid // nprog
+    seg0 = (pid % nprog) * TILES  # this program's first segment
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
-    keys, idx, valid, lo, hi = _input_slice(
-        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-        LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
-    )  # fmt: skip
-    keys = keys.to(tl.uint32)
+    if TILES == 1:
+        keys, idx, valid, lo, hi = _input_slice(
+            x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+        )  # fmt: skip
+        keys = keys.to(tl.uint32)
     BITS: tl.constexpr = 16 if RAW16 else 32
     NPASS: tl.constexpr = (BITS + DIGIT - 1) // DIGIT
     NB: tl.constexpr = 1 << DIGIT
     j = tl.arange(0, NB)
     tot_row = tot_ptr + row64 * (NPASS * NB)
-    cnt_row = cnt_ptr + row64 * (NPASS + 1)
-    seg_row = seg_ptr + row64 * nseg * 2
+    cnt_row = cnt_ptr + row64 * NPASS
+    hs_row = hs_ptr + row64 * nseg * (NPASS * NB)
+    b = tl.arange(0, NSEGP)
+    gto = tl.zeros([NSEGP], tl.int32)  # keys above P in each segment of the row
+    eqo = tl.zeros([NSEGP], tl.int32)  # ... and at P
     prefix = tl.full((), 0, tl.uint32)  # the digits chosen so far, in place
     rem = k  # the rank of the pivot among the keys that share them
     kk = k  # the outputs that hold a key: min(k, valid keys of the row)
-    for p in tl.static_range(NPASS + 2):
+    for p in tl.static_range(NPASS + 1):
         if p > FIRST and p <= LAST:
-            _row_barrier(cnt_row + p - 1, nseg)
-        if p >= 1 and p <= NPASS and p <= LAST:  # pass p - 1 is complete: its digit
+            _row_barrier(cnt_row + p - 1, nprog)
+        if p >= 1 and p <= LAST:  # pass p - 1 is complete: its digit
             tot = tl.load(tot_row + (p - 1) * NB + j, cache_modifier=".cg")
             if p == 1:
                 kk = tl.minimum(k, tl.sum(tot, axis=0))
                 rem = kk
-            prefix, rem = _choose_digit(tot, prefix, rem, BITS, DIGIT, p - 1)
+            prefix, rem, nb = _choose_digit(tot, prefix, rem, BITS, DIGIT, p - 1)
+            if LAST == NPASS:  # the write to come: the segments before, from their sums
+                hs_b = hs_row + (b * NPASS + p - 1) * NB
+                up = tl.load(
+                    hs_b + tl.maximum(nb - 1, 0), mask=b < seg0, other=0, cache_modifier=".cg"
+                )
+                up = tl.where(nb > 0, up, 0)  # no bin above the first
+                gto += up
+                if p == NPASS:
+                    at = tl.load(hs_b + nb, mask=b < seg0, other=0, cache_modifier=".cg")
+                    eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
-            h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p)
+            if TILES == 1:
+                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p)
+                tl.store(hs_row + (seg0 * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
+            else:
+                h = tl.zeros([NB], tl.int32)
+                for t in tl.range(TILES):
+                    keys, idx, valid, lo, hi = _input_slice(
+                        x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
+                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+                    )  # fmt: skip
+                    ht = _digit_histogram(keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p)
+                    hs_t = hs_row + ((seg0 + t) * NPASS + p) * NB + j
+                    tl.store(hs_t, tl.cumsum(ht, axis=0), mask=seg0 + t + j * 0 < nseg)
+                    h += ht
             tl.atomic_add(tot_row + p * NB + j, h, mask=h > 0, sem="relaxed", scope="gpu")
         if p >= FIRST and p <= LAST and p == NPASS:
-            tl.store(seg_row + seg * 2, tl.sum((valid & (keys > prefix)).to(tl.int32), axis=0))
-            tl.store(seg_row + seg * 2 + 1, tl.sum((valid & (keys == prefix)).to(tl.int32), axis=0))
-        if p >= FIRST and p <= LAST and p == NPASS + 1:
-            b = tl.arange(0, NSEGP)
-            before = b < seg
-            gto = tl.sum(
-                tl.load(seg_row + b * 2, mask=before, other=0, cache_modifier=".cg"), axis=0
-            )
-            eqo = tl.sum(
-                tl.load(seg_row + b * 2 + 1, mask=before, other=0, cache_modifier=".cg"), axis=0
-            )
-            gtm = valid & (keys > prefix)
-            eqm = valid & (keys == prefix)
-            packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
-            rank = eqo + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
-            sel = gtm | (eqm & (rank < rem))
-            slot = gto + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, rem)
             off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
-            _write_in_order(
-                x_row, stride_xc, idx, sel, slot, kk, k, seg == 0, row, off,
-                oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr,
-                stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-                r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
-            )  # fmt: skip
+            gt0 = tl.sum(gto, axis=0)  # the keys above P before this program's segments
+            eq0 = tl.sum(eqo, axis=0)
+            if TILES == 1:
+                _write_segment(
+                    x_row, stride_xc, keys, idx, valid, prefix, rem, gt0, eq0, kk, k,
+                    seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
+                    ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
+                    page_stride, max_pages, n_batch, r2b_ptr, WRITE_VALUES, KP, NT, PAGED,
+                    PAGE_SHIFT, HAS_R2B,
+                )  # fmt: skip
+            else:
+                for t in tl.range(TILES):
+                    keys, idx, valid, lo, hi = _input_slice(
+                        x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
+                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+                    )  # fmt: skip
+                    gt, eq = _write_segment(
+                        x_row, stride_xc, keys.to(tl.uint32), idx, valid, prefix, rem, gt0,
+                        eq0, kk, k, seg0 + t == 0, row, off, oi_ptr + row64 * stride_oir,
+                        stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc, fill_index,
+                        fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+                    )  # fmt: skip
+                    gt0 += gt
+                    eq0 += eq
+
+
+@triton.jit
+def _write_segment(
+    x_row, stride_xc, keys, idx, valid, pk, r, gt0, eq0, kk, k, fills, row, off, oi_row,
+    stride_oic, ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
+    n_batch, r2b_ptr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr,
+    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+):  # fmt: skip
+    """One segment's part of a row's output, its pivot key ``pk`` and ties to take
+    ``r`` known: its keys above ``pk`` and its ties ranked below ``r`` among the
+    row's, at their slots in position order after the ``gt0`` keys above and ``eq0``
+    ties of the row's segments before it; its counts of both."""
+    gtm = valid & (keys > pk)
+    eqm = valid & (keys == pk)
+    packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
+    rank = eq0 + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
+    sel = gtm | (eqm & (rank < r))
+    slot = gt0 + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)
+    _write_in_order(
+        x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
+        stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    return tl.sum(gtm.to(tl.int32), axis=0), tl.sum(eqm.to(tl.int32), axis=0)
 
 
 # ------------------------------------------------------------------------- the plan
@@ -1136,9 +1197,9 @@ class ShortConfig:
     radix_passes: a split (unsorted or sorted by index) as a radix select spread over
         segments of the row, one program each (:func:`radix_phases_kernel`): one
         phase per ``pass_bits``-bit digit of the key, where every program histograms
-        its segment's digit into the row's and then chooses the digit from the row's
-        histogram, one phase for each segment's counts above and at the pivot, one
-        for the write, every selected element at its slot from those counts. No
+        its segment's digit into the row's (and keeps its own) and then chooses the
+        digit from the row's histogram, one for the write, every selected element
+        at its slot from the counts of the segments before it. No
         selection chain and no candidates; sorted by value, the levels. The segments
         are as many as ``grid_per_sm`` per SM hold (``min_seg`` to ``nmax`` long).
         True: always; None (the default): where one launch holds them
@@ -1157,6 +1218,15 @@ class ShortConfig:
         Triton can launch so; else one launch per phase.
     grid_per_sm: see ``grid_sync``. One: a program of up to 1,024 threads always fits
         an SM alone.
+    pass_max_tiles, pass_tiles_min_k: the most segments one program of the radix
+        passes takes, where the rows' segments outnumber the programs of one launch
+        (each phase then reads a program's segments again, from L2), and, with
+        ``radix_passes=None``, only for k above ``pass_tiles_min_k``: a segment read
+        and histogrammed again each pass costs ~6 us, about what the split's select
+        of it costs, while the split's merges grow with k. On an H200 (graph
+        replays, ms, split / passes): fp16 1 x 2M k = 1231 (2 a program) 0.106 /
+        0.047; bf16 k = 512 2 x 1M (2) 0.044 / 0.046, 1 x 4M (4) 0.072 / 0.088, 6 x
+        1M (6) 0.083 / 0.126.
     pass_min_k: ``radix_passes=None`` takes the passes for k above this only: below
         it the split's selections are cheap (on an H200, bf16 1 x 1M, graph replays,
         split / passes, ms: k = 1 0.014 / 0.022, k = 512 0.034 / 0.022); a split
@@ -1185,6 +1255,8 @@ class ShortConfig:
     grid_sync: bool = True
     grid_per_sm: float = 1.0
     pass_min_k: int = 256
+    pass_max_tiles: int = 1
+    pass_tiles_min_k: int = 1024
 
     __hash__ = _hash_once
 
@@ -1196,7 +1268,7 @@ class ShortConfig:
         passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
         passes one launch per phase), ``onlysync`` (the passes only where one launch
         holds them: the default), ``nopasses`` (the split, never the passes),
-        ``fused`` (the split's merges
+        ``tilesN`` (up to N segments a program of the passes), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
@@ -1222,17 +1294,17 @@ class ShortConfig:
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
-            elif word in ("radix", "split", "seg", "passes") and num.isdigit():
+            elif word in ("radix", "split", "seg", "passes", "tiles") and num.isdigit():
                 key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}
-                key["passes"] = "pass_bits"
+                key.update(passes="pass_bits", tiles="pass_max_tiles")
                 fields_[key[word]] = int(num)
                 if word == "passes":
                     fields_.setdefault("radix_passes", True)
             else:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, fused, levelled, splitN or segN joined by '+', optionally @CAP; "
-                    f"got {name!r}"
+                    "nopasses, tilesN, fused, levelled, splitN or segN joined by '+', optionally "
+                    f"@CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
@@ -1298,6 +1370,7 @@ class ShortPlan:
     # unsorted / by index: radix passes over segments of the row instead, these, in
     # one cooperative launch or one launch per phase
     pass_level: Level | None = None
+    pass_tiles: int = 1  # segments a program
     grid_sync: bool = False
 
     __hash__ = _hash_once
@@ -1395,10 +1468,11 @@ def _plan(
         return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:  # no split; radix passes (any k) unless sorted by value
-        passes, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+        passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
         if passes is None or by_value:
             return None
-        return ShortPlan("split", (passes,), kp, np_, fused, cfg, pass_level=passes, grid_sync=sync)
+        pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
+        return ShortPlan("split", (passes,), kp, np_, fused, cfg, **pkw)
     row_bytes = n * bits // 8
     if row_bytes <= cfg.mid_bytes:
         frac = cfg.split_rows
@@ -1414,29 +1488,40 @@ def _plan(
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
-    passes, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+    passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+    pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
-        return ShortPlan("split", one, kp, np_, fused, cfg, True, passes, sync)
+        return ShortPlan("split", one, kp, np_, fused, cfg, True, **pkw)
     levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, pass_level=passes, grid_sync=sync)
+    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, **pkw)
 
 
 def _pass_level(
     rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool
-) -> tuple[Level | None, bool]:
-    """The segments of a split's radix passes (``cfg.radix_passes``) and whether they
-    run in one cooperative launch: as many segments as ``grid_per_sm`` per SM hold
-    (at least ``min_seg`` long, at most ``nmax``), so that every SM shares the work."""
+) -> tuple[Level | None, int, bool]:
+    """The segments of a split's radix passes (``cfg.radix_passes``), how many a
+    program takes, and whether they run in one cooperative launch: as many segments
+    as ``grid_per_sm`` per SM hold (at least ``min_seg`` long, at most ``nmax``),
+    so that every SM shares the work; where more are needed, up to
+    ``pass_max_tiles`` a program (by default only for k > ``pass_tiles_min_k``),
+    else one each."""
     room = max(1, int(cfg.grid_per_sm * sm_count))
     L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // room))))
     nseg = -(-n // L)
-    sync = cfg.grid_sync and COOPERATIVE and not interpreting and rows * nseg <= room
+    tiles = 1
+    while rows * -(-nseg // tiles) > room and tiles < nseg:
+        tiles += 1
+    most = cfg.pass_max_tiles if cfg.radix_passes or k > cfg.pass_tiles_min_k else 1
+    fits = rows * -(-nseg // tiles) <= room and tiles <= most
+    if not fits:
+        tiles = 1
+    sync = cfg.grid_sync and COOPERATIVE and not interpreting and fits
     auto = sync and k > cfg.pass_min_k
     if cfg.radix_passes is False or (cfg.radix_passes is None and not auto):
-        return None, False
-    return Level(L, nseg, L, False, False, _warps(L)), sync
+        return None, 1, False
+    return Level(L, nseg, L, False, False, _warps(L)), tiles, sync
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -1453,6 +1538,7 @@ def describe(plan: ShortPlan | None) -> str:
         f"split L={first.L} seg={first.nseg} merge={merges}"
         + (" in-launch" if plan.in_launch else "")
         + (f" passes{plan.cfg.pass_bits} L={plan.pass_level.L}" if plan.passes else "")
+        + (f" tiles={plan.pass_tiles}" if plan.pass_tiles > 1 else "")
         + (" one-launch" if plan.grid_sync else "")
     )
 
@@ -1535,7 +1621,7 @@ def passes_constants(
 ) -> list[dict]:
     """The compile-time parameters of each ``radix_phases_kernel`` launch of a plan
     with ``passes``: all phases in one (``grid_sync``) or one launch per phase (a
-    pass per ``pass_bits``-bit digit of the key, the counts, the write); the
+    pass per ``pass_bits``-bit digit of the key, the write); the
     segments at the warps their length wants (not those of the split's merges)."""
     first = plan.pass_level
     kw = kernel_constants(
@@ -1545,8 +1631,8 @@ def passes_constants(
     common = {n: kw[n] for n in ("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16")}
     common.update(HAS_WINDOW=has_window, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values)
     common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
-    common["NSEGP"] = _next_pow2(first.nseg)
-    last = pass_count(dtype, plan) + 1
+    common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
+    last = pass_count(dtype, plan)
     if plan.grid_sync:
         return [dict(common, FIRST=0, LAST=last)]
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
@@ -1632,7 +1718,7 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
 def passes_signature(dtype: torch.dtype, idx64: bool) -> dict:
     """Argument types of ``radix_phases_kernel`` (for ``triton.compile(ASTSource(...))``)."""
     types = kernel_signature(dtype, idx64)
-    types.update(tot_ptr="*i32", cnt_ptr="*i32", seg_ptr="*i32")
+    types.update(tot_ptr="*i32", cnt_ptr="*i32", hs_ptr="*i32")
     names = inspect.signature(radix_phases_kernel.fn).parameters
     return {name: types[name] for name in names if name in types}
 
@@ -1697,11 +1783,13 @@ def run_short(
         first = plan.pass_level
         npass = pass_count(x.dtype, plan)
         ntot = rows * npass << plan.cfg.pass_bits
-        zero = torch.zeros(ntot + rows * (npass + 1), dtype=torch.int32, device=dev)  # a memset
-        seg = torch.empty((rows, first.nseg, 2), dtype=torch.int32, device=dev)
+        zero = torch.zeros(ntot + rows * npass, dtype=torch.int32, device=dev)  # a memset
+        hs = torch.empty(
+            (rows, first.nseg, npass << plan.cfg.pass_bits), dtype=torch.int32, device=dev
+        )
         for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items())):
-            radix_phases_kernel[(rows * first.nseg,)](
-                raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], seg, ov,
+            radix_phases_kernel[(rows * -(-first.nseg // plan.pass_tiles),)](
+                raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], hs, ov,
                 out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
                 off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, **kw,
             )  # fmt: skip
