@@ -661,6 +661,11 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(1, 4096, 512).kind == "short"
     assert plan(1, 2**20, 257).passes and not plan(1, 2**20, 256).passes  # cheap splits
     assert plan(1, 2**20, 1, cfg=ShortConfig(radix_passes=True)).passes
+    # two segments a program where the rows need them, for k > 1024 only
+    p = plan(1, 2**21, 1231)
+    assert p.passes and p.grid_sync and p.pass_tiles == 2 and p.pass_level.nseg == 256
+    assert not plan(1, 2**21, 1024).passes and not plan(1, 2**22, 1231).passes
+    assert plan(1, 2**20, 1231).pass_tiles == 1
 
 
 @pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 900, 4, 8), (2, 700, 6, 2)])

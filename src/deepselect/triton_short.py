@@ -18,7 +18,7 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
 * **radix passes** (a split unsorted or by index, k > 256, where the rows'
-  segments fit one per SM): one cooperative launch
+  segments fit one per SM, or two per SM for k > 1024): one cooperative launch
   (every program resident, or the launch refused) of one program per segment, each
   holding its segment's keys in registers the whole time (:func:`radix_phases_kernel`;
   with two segments a program, read again each phase). Per 8-bit digit of the
@@ -1255,7 +1255,7 @@ class ShortConfig:
     grid_sync: bool = True
     grid_per_sm: float = 1.0
     pass_min_k: int = 256
-    pass_max_tiles: int = 1
+    pass_max_tiles: int = 2
     pass_tiles_min_k: int = 1024
 
     __hash__ = _hash_once
