@@ -1268,7 +1268,8 @@ class ShortConfig:
         passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
         passes one launch per phase), ``onlysync`` (the passes only where one launch
         holds them: the default), ``nopasses`` (the split, never the passes),
-        ``tilesN`` (up to N segments a program of the passes), ``fused`` (the split's merges
+        ``tilesN`` (up to N segments a program of the passes), ``gridN`` (N of the
+        passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
@@ -1294,17 +1295,17 @@ class ShortConfig:
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
-            elif word in ("radix", "split", "seg", "passes", "tiles") and num.isdigit():
+            elif word in ("radix", "split", "seg", "passes", "tiles", "grid") and num.isdigit():
                 key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}
-                key.update(passes="pass_bits", tiles="pass_max_tiles")
+                key.update(passes="pass_bits", tiles="pass_max_tiles", grid="grid_per_sm")
                 fields_[key[word]] = int(num)
                 if word == "passes":
                     fields_.setdefault("radix_passes", True)
             else:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, tilesN, fused, levelled, splitN or segN joined by '+', optionally "
-                    f"@CAP; got {name!r}"
+                    "nopasses, tilesN, gridN, fused, levelled, splitN or segN joined by '+', "
+                    f"optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
