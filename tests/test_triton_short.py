@@ -8,6 +8,7 @@ production plan runs at full size."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import pytest
 import torch
@@ -571,6 +572,14 @@ def test_short_config_variants_by_name():
     for bad in ("radixx", "new", "radix@ninety", "warp", "split", "splitx", "seg", "fused+"):
         with pytest.raises(ValueError):
             ShortConfig.variant(bad)
+    assert ShortConfig.variant("onlysync+passes4+tiles3+grid2") == ShortConfig(
+        radix_passes=None, pass_bits=4, pass_max_tiles=3, grid_per_sm=2
+    )
+    assert ShortConfig.variant("passes+nosync") == ShortConfig(radix_passes=True, grid_sync=False)
+    assert ShortConfig.variant("nopasses") == ShortConfig(radix_passes=False)
+    for bad in ("passes9", "passes0", "tiles0", "grid0"):
+        with pytest.raises(ValueError, match="ShortConfig"):
+            ShortConfig.variant(bad)
 
 
 def test_crowded_short_rows_take_the_occupancy_cap():
@@ -683,6 +692,44 @@ def test_radix_passes_several_segments_a_program(rows, n, sm, tiles):
     end = torch.tensor([n, 390, 605][:rows], device=DEV)
     win = dict(cfg=cfg, sm=sm, begin=begin, end=end, fill_index=-2, fill_value=0.25)
     check(x, 12, **win, index_offset=torch.arange(rows, device=DEV), largest=False)
+
+
+def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
+    """A device that refuses the passes' cooperative launch (fewer SMs to the
+    process than it has) gets the same result from one launch per phase, a warning
+    once, and no further attempt."""
+    from deepselect import triton_short
+
+    real = triton_short.radix_phases_kernel
+    tried = []
+
+    class Refusing:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                if kw.get("launch_cooperative_grid"):
+                    tried.append(grid)
+                    raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+                return real[grid](*args, **kw)
+
+            return launch
+
+    monkeypatch.setattr(triton_short, "radix_phases_kernel", Refusing())
+    monkeypatch.setattr(triton_short, "_COOPERATIVE_REFUSED", set())
+    x = make("distinct32", 2, 700, torch.bfloat16, DEV, seed=3)
+    opt = TopkOptions(order=Order.INDEX)
+    plan = dataclasses.replace(short_path(x, 12, opt, SM, PASSES), grid_sync=True)
+    got = []
+    for call in range(2):
+        ov = torch.empty((2, 12), dtype=x.dtype, device=DEV)
+        oi = torch.empty((2, 12), dtype=torch.int32, device=DEV)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            run_short(x, 12, opt, ov, oi, plan)
+        assert len(seen) == (call == 0) and len(tried) == 1, (call, seen, tried)
+        assert_same_topk((ov, oi), oracle_topk(x, 12, opt), Order.INDEX, f"call {call}")
+        got.append((ov, oi))
+    assert x.device in triton_short._COOPERATIVE_REFUSED
+    same_bits(got[0], got[1])
 
 
 def test_radix_passes_windows_offsets_fills():

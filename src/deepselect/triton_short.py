@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from dataclasses import dataclass, field, fields
 from functools import cache
 
@@ -128,6 +129,10 @@ def _can_launch_cooperatively() -> bool:
 
 
 COOPERATIVE = _can_launch_cooperatively()
+_COOPERATIVE_REFUSED: set[torch.device] = set()
+"""Devices that refused a cooperative launch of the radix passes (fewer SMs to this
+process than the device has, under MPS or a green context): their passes run one
+launch per phase from then on."""
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -1211,7 +1216,7 @@ class ShortConfig:
         0.020, 6 x 129,280 0.039 / 0.036 (ascending rows 0.027 / 0.036, distinct32
         0.052 / 0.036). One launch per phase was slower than the split everywhere
         (1 x 4M 0.071 / 0.099, fp32 6 x 129,280 0.039 / 0.057; benchmarks/RESULTS.md).
-    pass_bits: the digit of a radix pass (``radix_passes``), 4 to 8 bits.
+    pass_bits: the digit of a radix pass (``radix_passes``), 1 to 8 bits.
     grid_sync: the radix passes' phases in one cooperative launch (every program
         resident at once, or the launch refused), a row barrier between phases,
         where the segments' programs number at most ``grid_per_sm`` per SM and
@@ -1259,6 +1264,15 @@ class ShortConfig:
     pass_tiles_min_k: int = 1024
 
     __hash__ = _hash_once
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pass_bits <= 8:
+            raise ValueError(f"ShortConfig: pass_bits is 1 to 8, got {self.pass_bits}")
+        if self.pass_max_tiles < 1 or self.grid_per_sm <= 0:
+            raise ValueError(
+                "ShortConfig: pass_max_tiles >= 1 and grid_per_sm > 0, got "
+                f"{self.pass_max_tiles} and {self.grid_per_sm}"
+            )
 
     @classmethod
     def variant(cls, name: str) -> ShortConfig:
@@ -1788,12 +1802,30 @@ def run_short(
         hs = torch.empty(
             (rows, first.nseg, npass << plan.cfg.pass_bits), dtype=torch.int32, device=dev
         )
-        for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items())):
-            radix_phases_kernel[(rows * -(-first.nseg // plan.pass_tiles),)](
-                raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], hs, ov,
-                out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
-                off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, **kw,
-            )  # fmt: skip
+        grid = (rows * -(-first.nseg // plan.pass_tiles),)
+        args = (
+            raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], hs, ov,
+            out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
+            off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args,
+        )  # fmt: skip
+        if plan.grid_sync and dev not in _COOPERATIVE_REFUSED:
+            (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()))
+            try:
+                radix_phases_kernel[grid](*args, **kw)
+                return
+            except RuntimeError as e:  # more programs than the device holds at once
+                if "cooperative" not in str(e):
+                    raise
+                _COOPERATIVE_REFUSED.add(dev)  # (nothing ran: the counters are still zero)
+                warnings.warn(
+                    f"{dev} refused a cooperative launch ({e}); deepselect's radix passes "
+                    "run one launch per phase on it from now on (slower, as exact)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        phased = dataclasses.replace(plan, grid_sync=False)
+        for kw in _passes_kwargs(x.dtype, phased, flags, tuple(page_flags.items())):
+            radix_phases_kernel[grid](*args, **kw)
         return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     if plan.in_launch:
