@@ -39,6 +39,8 @@ FEW = dict(split_rows=1.0, split_rows_mid=1.0, split_rows_long=1.0)
 SHORT = ShortConfig(nmax=512, min_seg=64, **FEW)
 SPLIT = ShortConfig(nmax=128, seg_max=128, min_seg=64, **FEW)
 DEEP = ShortConfig(nmax=64, seg_max=64, min_seg=32, **FEW)  # several merge levels
+PASSES = dataclasses.replace(SPLIT, radix_passes=True)  # radix passes over the segments
+TILED = dataclasses.replace(PASSES, pass_max_tiles=8, grid_per_sm=0.5)  # several a program
 
 
 def run(x, k, cfg=SHORT, sm=SM, values=True, want_kind=None, **kw):
@@ -372,7 +374,7 @@ def test_split_in_launch_same_bits(kind):
         same_bits(got, run(x, k, cfg=levelled(cfg), **win, **kw)[0])
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     n=st.integers(0, 300),
@@ -382,7 +384,8 @@ def test_split_in_launch_same_bits(kind):
 )
 def test_random_calls(data, n, k, kind, dtype):
     """Random shapes, windows and options through whichever plan the shape gets
-    (short rows or a split with several merge levels)."""
+    (short rows, a split with several merge levels, radix passes over its segments,
+    several segments a program)."""
     rows = data.draw(st.integers(1, 3))
     x = make(kind, rows, n, dtype, DEV, seed=n * 31 + k)
     kw = dict(
@@ -399,7 +402,8 @@ def test_random_calls(data, n, k, kind, dtype):
         )
     if data.draw(st.booleans()):
         kw["index_offset"] = data.draw(st.integers(-100, 100))
-    check(x, k, cfg=data.draw(st.sampled_from([SHORT, SPLIT, DEEP, levelled(SPLIT)])), **kw)
+    cfgs = [SHORT, SPLIT, DEEP, levelled(SPLIT), PASSES, TILED]
+    check(x, k, cfg=data.draw(st.sampled_from(cfgs)), **kw)
 
 
 # ------------------------------------------------------------------ full size, GPU
@@ -607,7 +611,6 @@ def test_crowded_short_rows_take_the_occupancy_cap():
 
 
 # ------------------------------------------------------------------ radix passes
-PASSES = dataclasses.replace(SPLIT, radix_passes=True)
 
 
 @pytest.mark.parametrize(
