@@ -171,10 +171,13 @@ def test_strided_input_and_outputs():
     got, opt = run(x, 20, order=Order.VALUE)
     assert_same_topk(got, oracle_topk(x.contiguous(), 20, opt), Order.VALUE)
     opt = TopkOptions(order=Order.INDEX)
-    ov = torch.zeros((20, 3), dtype=x.dtype, device=DEV).t()
-    oi = torch.zeros((20, 3), dtype=torch.int32, device=DEV).t()
-    run_short(x, 20, opt, ov, oi, short_path(x, 20, opt, SM, SHORT))
-    assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.INDEX)
+    for cfg in (SHORT, PASSES):  # one program a row; radix passes over its segments
+        ov = torch.zeros((20, 3), dtype=x.dtype, device=DEV).t()
+        oi = torch.zeros((20, 3), dtype=torch.int32, device=DEV).t()
+        plan = short_path(x, 20, opt, SM, cfg)
+        assert plan.passes == (cfg is PASSES), describe(plan)
+        run_short(x, 20, opt, ov, oi, plan)
+        assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.INDEX, describe(plan))
 
 
 @pytest.mark.parametrize("np_pivots", [4, 8])
