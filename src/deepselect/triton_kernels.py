@@ -75,7 +75,9 @@ def _to_key(
     """uint32 raw bit patterns (low KEY_BITS bits) -> order-preserving selection keys,
     exactly as :func:`deepselect.keys.to_keys`."""
     mag = raw & (KEY_MASK ^ SIGN)
-    key = tl.where((raw & SIGN) != 0, (~raw) & KEY_MASK, raw | SIGN)
+    # (x & M) ^ M rather than ~x & M: the same instruction, and Triton 3.8's
+    # interpreter cannot invert a uint32 (numpy 2.4)
+    key = tl.where((raw & SIGN) != 0, (raw & KEY_MASK) ^ KEY_MASK, raw | SIGN)
     key = tl.where(mag == 0, SIGN, key)
     is_nan = mag > INF_BITS
     key = tl.where(is_nan, KEY_MASK, key)
@@ -92,7 +94,7 @@ def _key_to_raw(key, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, LARGEST: tl.con
         kl = key
     else:
         kl = tl.where(key == 0, KEY_MASK, KEY_MASK - key)
-    return tl.where((kl & SIGN) != 0, kl ^ SIGN, (~kl) & KEY_MASK).to(tl.uint32)
+    return tl.where((kl & SIGN) != 0, kl ^ SIGN, (kl & KEY_MASK) ^ KEY_MASK).to(tl.uint32)
 
 
 @triton.jit
