@@ -9,11 +9,12 @@ kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digit
 ``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
 ``nopf`` (no sampled prefilter), ``passes`` (a split as radix passes over its
 segments, unsorted; ``passesB`` of B-bit digits, ``+nosync`` a launch per phase,
-``+onlysync`` only where one launch holds them), ``fused`` (a split's merges in its one launch, the
-default where its programs are few), ``levelled`` (one launch per merge level),
-``splitN`` (rows of up to N split into short segments at any batch, e.g.
-``split16384``), ``segN`` (segments of N), parts joined by ``+`` (``fused+seg2048``),
-each optionally with a register cap,
+``onlysync`` only where one launch holds them: the default, ``nopasses`` never,
+``tilesN`` up to N segments a program, ``gridN`` N programs per SM), ``fused`` (a
+split's merges in its one launch, the default where its programs are few),
+``levelled`` (one launch per merge level), ``splitN`` (rows of up to N split into
+short segments at any batch, e.g. ``split16384``), ``segN`` (segments of N), parts
+joined by ``+`` (``fused+seg2048``), each optionally with a register cap,
 ``radix@80``. ``--graph`` times device time
 (calls replayed from a CUDA graph) instead of eager calls (host time included). The
 ``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
@@ -57,8 +58,9 @@ def main() -> None:
         default="radix",
         help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
         "fused (a split's merges in its launch), levelled (a launch per level), splitN "
-        "(rows of up to N split at any batch), segN (segments of N); parts joined by '+'; "
-        "@CAP",
+        "(rows of up to N split at any batch), segN (segments of N), passes, passesB, "
+        "nosync, onlysync, nopasses, tilesN, gridN (the radix passes: "
+        "ShortConfig.variant); parts joined by '+'; @CAP",
     )
     p.add_argument(
         "--only",
@@ -174,11 +176,11 @@ def level_times(plan, inputs, k, timer, repeats, t_all) -> str:
 
 def phase_times(plan, inputs, short, timer, repeats) -> str:
     """A one-launch radix passes plan's time when its launch stops after phase ``i``
-    (the passes, the counts, the write), for each ``i``: where its time goes."""
+    (the passes, then the write), for each ``i``: where its time goes."""
     whole = triton_short._passes_kwargs
     parts = []
     try:
-        for last in range(triton_short.pass_count(inputs[0].dtype, plan) + 2):
+        for last in range(triton_short.pass_count(inputs[0].dtype, plan) + 1):
 
             def upto(*a, last=last):
                 return tuple(dict(kw, LAST=min(kw["LAST"], last)) for kw in whole(*a))

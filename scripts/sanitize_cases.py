@@ -1,12 +1,14 @@
 """A representative subset of the GPU kernels' launches, small enough to run under
 NVIDIA compute-sanitizer, each result checked against the oracle.
 
-    python scripts/sanitize_cases.py [--cases block|w32|all|passes]        # warm the cache
+    python scripts/sanitize_cases.py [--cases block|w32|all|passes]  # warm the cache
     compute-sanitizer --tool memcheck --error-exitcode 3 python scripts/sanitize_cases.py
 
 ``block``: the streaming kernel's block-synchronous loop (bf16 / fp16 / fp32, largest
 and smallest, windows that cut blocks, sorted outputs), the short-row kernel and the
-split path (segments and merge levels, in launches of their own and in one).
+split path (segments and merge levels, in launches of their own and in one), and
+the radix passes (``passes`` alone: in one cooperative launch, one launch per phase,
+several segments a program).
 ``w32``: the streaming kernel's warp-private
 loop, whose warps poll a few shared-memory flags that other warps set without a
 barrier between them (by design: a warp sees a flag one step late at worst), which
