@@ -166,7 +166,7 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
     if plan.passes and order != Order.VALUE:  # the radix passes' launches
-        each = triton_short._passes_kwargs(dtype, plan, flags, page_flags)
+        each = triton_short._passes_kwargs(dtype, plan, flags, page_flags, plan.grid_sync)
         lv = plan.pass_level
         runs = [(lv, triton_short.radix_phases_kernel, triton_short.passes_signature, kw)
                 for kw in each]  # fmt: skip

@@ -1525,11 +1525,10 @@ def _pass_level(
     room = max(1, int(cfg.grid_per_sm * sm_count))
     L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // room))))
     nseg = -(-n // L)
-    tiles = 1
-    while rows * -(-nseg // tiles) > room and tiles < nseg:
-        tiles += 1
+    per_row = room // rows  # programs a row may have
+    tiles = -(-nseg // per_row) if per_row else nseg  # the fewest segments a program
     most = cfg.pass_max_tiles if cfg.radix_passes or k > cfg.pass_tiles_min_k else 1
-    fits = rows * -(-nseg // tiles) <= room and tiles <= most
+    fits = per_row > 0 and tiles <= most
     if not fits:
         tiles = 1
     sync = cfg.grid_sync and COOPERATIVE and not interpreting and fits
@@ -1627,6 +1626,7 @@ def in_launch_constants(
 def passes_constants(
     dtype: torch.dtype,
     plan: ShortPlan,
+    sync: bool,
     *,
     largest: bool,
     order: Order,
@@ -1635,8 +1635,9 @@ def passes_constants(
     write_values: bool,
 ) -> list[dict]:
     """The compile-time parameters of each ``radix_phases_kernel`` launch of a plan
-    with ``passes``: all phases in one (``grid_sync``) or one launch per phase (a
-    pass per ``pass_bits``-bit digit of the key, the write); the
+    with ``passes``: all phases in one (``sync``: the plan's ``grid_sync``, where
+    the device takes it) or one launch per phase (a pass per ``pass_bits``-bit digit
+    of the key, the write); the
     segments at the warps their length wants (not those of the split's merges)."""
     first = plan.pass_level
     kw = kernel_constants(
@@ -1648,7 +1649,7 @@ def passes_constants(
     common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
     common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
     last = pass_count(dtype, plan)
-    if plan.grid_sync:
+    if sync:
         return [dict(common, FIRST=0, LAST=last)]
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
 
@@ -1702,15 +1703,16 @@ def _launch_kwargs(
 
 @cache
 def _passes_kwargs(
-    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple
+    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, sync: bool
 ) -> tuple[dict, ...]:
     """Each launch's compile-time arguments and launch options (as
     :func:`_launch_kwargs` gives a level's; no register cap: they hold one slice;
-    the one launch of ``grid_sync`` cooperative)."""
+    the one launch of ``sync`` cooperative)."""
     warps = plan.pass_level.num_warps
-    out = tuple(dict(kw, num_warps=warps) for kw in passes_constants(dtype, plan, **dict(flags)))
+    each = passes_constants(dtype, plan, sync, **dict(flags))
+    out = tuple(dict(kw, num_warps=warps) for kw in each)
     out[-1].update(page_flags)  # the write's
-    if plan.grid_sync:
+    if sync:
         out[0]["launch_cooperative_grid"] = True
     return out
 
@@ -1809,7 +1811,7 @@ def run_short(
             off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args,
         )  # fmt: skip
         if plan.grid_sync and dev not in _COOPERATIVE_REFUSED:
-            (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()))
+            (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), True)
             try:
                 radix_phases_kernel[grid](*args, **kw)
                 return
@@ -1823,8 +1825,7 @@ def run_short(
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        phased = dataclasses.replace(plan, grid_sync=False)
-        for kw in _passes_kwargs(x.dtype, phased, flags, tuple(page_flags.items())):
+        for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), False):
             radix_phases_kernel[grid](*args, **kw)
         return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
