@@ -102,6 +102,28 @@ def test_radix_passes_build_in_one_launch_and_by_phase():
     assert len(lines) == 5 and "one-launch" not in lines[0], lines
 
 
+def test_smem_histograms_have_their_shared_memory():
+    """With ``ShortConfig.smem_hist`` the histograms' bins are the first words of the
+    kernel's shared memory: every launch that takes one (the short rows' radix select
+    of 6- and 8-bit digits, the split in one launch, the passes in one launch and per
+    phase) is given at least a word per bin, and none of them takes a warp vote."""
+    runs = [
+        (("--short", "4096x4096", "--dtype", "bf16"), "smem", 64),
+        (("--short", "4096x4096", "--dtype", "fp32"), "smem+radix8", 256),
+        (("--short", "6x129280", "--dtype", "fp32"), "smem+nopasses", 64),
+        (("--short", "1x1048576", "--dtype", "bf16"), "smem", 256),
+        (("--short", "2x129280", "--dtype", "fp32"), "smem+passes+nosync", 256),
+    ]
+    for args, variant, bins in runs:
+        lines = compile_check(*args, "--order", "none", "--variant", variant, "--sass-stats")
+        # the launches with a histogram (shared atomics; the passes' write takes none)
+        hist = [ln for ln in lines if "ATOMS=0 " not in ln]
+        assert hist, (variant, lines)
+        for line in hist:
+            shared = int(re.search(r"shared=(\d+)", line).group(1))
+            assert shared >= 4 * bins and "VOTE=0" in line, (variant, line)
+
+
 def test_crowded_stream_launch_builds_at_its_cap():
     """The crowded fp32 launches as run_triton takes them on an H200 (stream_config:
     three programs per SM), sorted, assemble within their 80-register cap: rows

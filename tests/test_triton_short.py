@@ -791,6 +791,42 @@ def test_gpu_radix_passes(rows, n, k, dtype, tiles):
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype,variant",
+    [
+        (4096, 4096, 512, torch.bfloat16, "smem"),  # short rows, 6-bit digits
+        (64, 3000, 2048, torch.float32, "smem+radix8"),  # short rows, N <= 2k
+        (3, 100_000, 512, torch.float32, "smem+nopasses"),  # the split's selects
+        (1, 2**20, 512, torch.bfloat16, "smem"),  # the passes in one launch
+        (6, 129_280, 512, torch.float32, "smem+passes+nosync"),  # a launch a phase
+        (6, 2**20, 1231, torch.float16, "smem+passes+tiles8"),  # six segments a program
+    ],
+)
+def test_gpu_smem_histograms(rows, n, k, dtype, variant):
+    """The histograms by shared-memory atomics (``ShortConfig.smem_hist``; inline PTX,
+    so only here) in every kernel that takes one: the oracle's top k, unsorted, by
+    value and by index, on rows whose keys crowd a few bins (every key one value, 32
+    values, an ascending run) as well as normal rows; captured in a CUDA graph, each
+    replay exact after the data change in place."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = ShortConfig.variant(variant)
+    assert cfg.smem_hist
+    for kind in ("normal", "all_equal", "distinct32", "ascending"):
+        x = make(kind, rows, n, dtype, "cuda", seed=rows + k)
+        for order in (Order.NONE, Order.VALUE, Order.INDEX):
+            got = check(x, k, cfg=cfg, sm=sm, order=order)
+    opt = TopkOptions()
+    plan = short_path(x, k, opt, sm, cfg)
+    ov, oi = got
+    graph, _ = warm_then_capture(lambda: run_short(x, k, opt, ov, oi, plan))
+    for seed in range(2):
+        x.copy_(make("distinct32" if seed else "normal", rows, n, dtype, "cuda", seed=seed))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
+
+
 def test_radix_passes_write_physical_slots():
     """With a page map the passes' write launch maps every position to its cache
     slot (and leaves fills as fills): bit for bit the levels' paged output."""

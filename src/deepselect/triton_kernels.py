@@ -807,6 +807,66 @@ def _trigger_sum(val, parity):
     return tl.max(s, axis=0)
 
 
+# A histogram in shared memory. Triton 3.6 lowers tl.histogram to warp votes, one per
+# bin bit and key, then a popcount per 32 bins: ~80 instructions a key for 256 bins
+# at 16 keys a thread (SASS, sm_90). Here each key adds one to its bin's word with a
+# shared-memory atomic. The bins are the first NB words of the kernel's shared
+# memory: nothing else of the kernel uses it between the barriers of
+# _smem_histogram, and the allocation Triton makes for its own operations must
+# cover NB words (smem_hist_bytes; a compile test checks it). Word $1 := 0:
+SMEM_ZERO_ASM = tl.constexpr(
+    "{ .reg .b32 %a, %b; shl.b32 %a, $1, 2; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
+    "st.shared.b32 [%a], 0; mov.b32 $0, 0; }"
+)
+# word $1 += 1 where $2 != 0
+SMEM_ADD_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %a, %b; setp.ne.s32 %p, $2, 0; shl.b32 %a, $1, 2; "
+    "mov.b32 %b, global_smem; add.u32 %a, %a, %b; @%p red.shared.add.u32 [%a], 1; "
+    "mov.b32 $0, 0; }"
+)
+# $0 := word $1
+SMEM_LOAD_ASM = tl.constexpr(
+    "{ .reg .b32 %a, %b; shl.b32 %a, $1, 2; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
+    "ld.shared.b32 $0, [%a]; }"
+)
+
+
+def smem_hist_bytes(nbins: int) -> int:
+    """Shared memory that :func:`_smem_histogram` of ``nbins`` bins writes."""
+    return 4 * nbins
+
+
+@triton.jit
+def _smem_histogram(bins, mask, NB: tl.constexpr):
+    """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
+    elements that count) by shared-memory atomics; GPU only (inline PTX). Every
+    thread of the program takes part: a call is block-wide, between barriers."""
+    j = tl.arange(0, NB)
+    tl.debug_barrier()  # shared memory: Triton's earlier uses are over
+    tl.inline_asm_elementwise(
+        SMEM_ZERO_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()
+    tl.inline_asm_elementwise(
+        SMEM_ADD_ASM, "=r,r,r", [bins, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()
+    h = tl.inline_asm_elementwise(
+        SMEM_LOAD_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()  # every thread has read the bins before Triton uses the bytes
+    # Triton sizes the kernel's shared memory by its own operations only: a
+    # tl.histogram of NB bins, which takes NB words, under a condition it cannot
+    # decide (an opaque zero from PTX) reserves them; ptxas then drops the branch
+    zero = tl.inline_asm_elementwise(
+        "mov.b32 $0, 0;", "=r,r", [tl.full((), 0, tl.int32)], dtype=tl.int32, is_pure=True,
+        pack=1,
+    )  # fmt: skip
+    if zero != 0:
+        h += tl.histogram(j, NB)
+    return h
+
+
 @triton.jit
 def _publish32(wcnt32, cnt_ptr):
     """Each warp's count to ``cnt_ptr[warp]``; then a barrier, and the total."""
@@ -872,7 +932,14 @@ def _kth_largest(
 
 @triton.jit
 def _radix_pass(
-    keys, prefix, rem, above, SHIFT: tl.constexpr, WIDTH: tl.constexpr, TOP: tl.constexpr
+    keys,
+    prefix,
+    rem,
+    above,
+    SHIFT: tl.constexpr,
+    WIDTH: tl.constexpr,
+    TOP: tl.constexpr,
+    SMEM: tl.constexpr = False,
 ):
     """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
     ``rem``-th largest among the valid keys whose bits above the digit equal those of
@@ -886,13 +953,18 @@ def _radix_pass(
     than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
     valid keys exist, so a bin is found. Returns the prefix with this digit set, the
     rank left inside the chosen digit and the count of valid keys above the new
-    prefix."""
+    prefix. ``SMEM``: the histogram by shared-memory atomics (:func:`_smem_histogram`)."""
     NB: tl.constexpr = 1 << WIDTH
     rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
     if TOP:
-        h = tl.histogram(rbin, NB)
+        match = rbin >= 0
     else:
         match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
+    if SMEM:
+        h = _smem_histogram(rbin, match, NB)
+    elif TOP:
+        h = tl.histogram(rbin, NB)
+    else:
         h = tl.histogram(rbin, NB, mask=match)
     c = tl.cumsum(h, axis=0)
     # the bins strictly above the chosen one are those still short of rem: their number
@@ -905,7 +977,9 @@ def _radix_pass(
 
 
 @triton.jit
-def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr):
+def _radix_select(
+    keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr, SMEM: tl.constexpr = False
+):
     """The k-th largest valid key P and the number of valid keys above it, by a radix
     select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
     ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
@@ -914,7 +988,7 @@ def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr)
     A digit that is the same in every valid key (the bits of ``kmin ^ kmax`` from the
     digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
     no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
-    selected; the result is then unused)."""
+    selected; the result is then unused). ``SMEM``: histograms in shared memory."""
     NPASS: tl.constexpr = (BITS + RB - 1) // RB
     prefix = (kmin * 0).to(tl.uint32)
     rem = tl.minimum(k, nv)
@@ -931,6 +1005,7 @@ def _radix_select(keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr)
                 BITS - ((t + 1) * BITS) // NPASS,
                 ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
                 t == 0,
+                SMEM,
             )
         else:
             prefix = (kmin >> (BITS - ((t + 1) * BITS) // NPASS)) << (

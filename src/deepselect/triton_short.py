@@ -232,6 +232,7 @@ def _prefilter(
     RAW16: tl.constexpr,
     RADIX_BITS: tl.constexpr,
     CM: tl.constexpr = "",
+    SMEM: tl.constexpr = False,
 ):
     """A threshold ``thr`` at or below the k-th largest valid key, likely, and the
     count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
@@ -261,7 +262,9 @@ def _prefilter(
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-        thr, _ = K._radix_select(sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS)
+        thr, _ = K._radix_select(
+            sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS, SMEM
+        )  # fmt: skip
         c = tl.sum((keys >= thr).to(tl.int32), axis=0)
     return thr, c
 
@@ -406,7 +409,9 @@ def _finish(
     row64 = row.to(tl.int64)
     # 2. pivot key
     if RADIX:
-        pk, above = K._radix_select(keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS)
+        pk, above = K._radix_select(
+            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, RADIX == 2
+        )  # fmt: skip
     else:
         pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
     kk = tl.minimum(k, nv)
@@ -609,7 +614,7 @@ def _slice_topk(
     if PREFILTER:
         thr, c = _prefilter(
             keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
-            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
+            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM, RADIX == 2,
         )  # fmt: skip
         use = (thr > 0) & (c >= k) & (c <= CAND)
     if use:
@@ -916,10 +921,14 @@ def _row_barrier(cnt_ptr, nseg):
 
 
 @triton.jit
-def _digit_histogram(keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr):
+def _digit_histogram(
+    keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr,
+    SMEM: tl.constexpr,
+):  # fmt: skip
     """Radix pass ``P``'s histogram: of digit ``P`` (``DIGIT`` bits from the top, the
     last one narrower) of the valid keys whose higher digits are those of ``prefix``;
-    bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first)."""
+    bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first). ``SMEM``: by
+    shared-memory atomics."""
     TOP: tl.constexpr = BITS - DIGIT * P  # the bits above this digit
     SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
     NB: tl.constexpr = 1 << DIGIT
@@ -927,6 +936,8 @@ def _digit_histogram(keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexp
     if P > 0:
         m = valid & ((keys >> TOP) == (prefix >> TOP))
     rbin = (NB - 1 - ((keys >> SH) & ((1 << (TOP - SH)) - 1))).to(tl.int32)
+    if SMEM:
+        return K._smem_histogram(rbin, m, NB)
     return tl.histogram(rbin, NB, mask=m)
 
 
@@ -994,6 +1005,7 @@ def radix_phases_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
+    SMEM_HIST: tl.constexpr = False,
 ):
     """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
     program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase
@@ -1010,7 +1022,8 @@ def radix_phases_kernel(
     phases before it are complete, by a row barrier (``cnt [rows, NPASS]``, zero at
     launch) between phases of one launch or by the launches' order. One segment a
     program (``TILES == 1``) holds its keys in registers throughout; more, each
-    phase reads them again (from L2)."""
+    phase reads them again (from L2). ``SMEM_HIST``: the histograms by shared-memory
+    atomics."""
     nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
     row = pid // nprog
@@ -1057,7 +1070,7 @@ def radix_phases_kernel(
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
             if TILES == 1:
-                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p)
+                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST)
                 tl.store(hs_row + (seg0 * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
             else:
                 h = tl.zeros([NB], tl.int32)
@@ -1066,7 +1079,9 @@ def radix_phases_kernel(
                         x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
                         SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
-                    ht = _digit_histogram(keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p)
+                    ht = _digit_histogram(
+                        keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_HIST
+                    )
                     hs_t = hs_row + ((seg0 + t) * NPASS + p) * NB + j
                     tl.store(hs_t, tl.cumsum(ht, axis=0), mask=seg0 + t + j * 0 < nseg)
                     h += ht
@@ -1236,6 +1251,10 @@ class ShortConfig:
         it the split's selections are cheap (on an H200, bf16 1 x 1M, graph replays,
         split / passes, ms: k = 1 0.014 / 0.022, k = 512 0.034 / 0.022); a split
         costs about the same for every k up to the same power of two.
+    smem_hist: the radix selects' and the radix passes' histograms by shared-memory
+        atomics (inline PTX; ``triton_kernels._smem_histogram``) instead of
+        ``tl.histogram``, which Triton 3.6 lowers to warp votes (~80 instructions a
+        key for 256 bins). Not in the interpreter, which runs no PTX.
     """
 
     nmax: int = 8192
@@ -1262,6 +1281,7 @@ class ShortConfig:
     pass_min_k: int = 256
     pass_max_tiles: int = 2
     pass_tiles_min_k: int = 1024
+    smem_hist: bool = False
 
     __hash__ = _hash_once
 
@@ -1282,7 +1302,8 @@ class ShortConfig:
         passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
         passes one launch per phase), ``onlysync`` (the passes only where one launch
         holds them: the default), ``nopasses`` (the split, never the passes),
-        ``tilesN`` (up to N segments a program of the passes), ``gridN`` (N of the
+        ``tilesN`` (up to N segments a program of the passes), ``smem`` (histograms
+        in shared memory: ``smem_hist``), ``gridN`` (N of the
         passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
@@ -1303,6 +1324,8 @@ class ShortConfig:
                 fields_["grid_sync"] = False
             elif part == "onlysync":
                 fields_["radix_passes"] = None
+            elif part == "smem":
+                fields_["smem_hist"] = True
             elif part == "nopasses":
                 fields_["radix_passes"] = False
             elif part in ("fused", "levelled"):
@@ -1318,7 +1341,7 @@ class ShortConfig:
             else:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, tilesN, gridN, fused, levelled, splitN or segN joined by '+', "
+                    "nopasses, tilesN, gridN, smem, fused, levelled, splitN or segN joined by '+', "
                     f"optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
@@ -1588,7 +1611,7 @@ def kernel_constants(
         KP=plan.kp,
         NP=plan.np_pivots,
         FUSED_STATS=plan.fused_stats,
-        RADIX=plan.cfg.radix,
+        RADIX=2 if plan.cfg.radix and smem_hist(plan.cfg) else plan.cfg.radix,
         RADIX_BITS=plan.cfg.radix_bits,
         PREFILTER=prefilters(plan, level),
         CAND=cand_size(level.nmax, plan.kp),
@@ -1648,10 +1671,17 @@ def passes_constants(
     common.update(HAS_WINDOW=has_window, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values)
     common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
     common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
+    common.update(SMEM_HIST=smem_hist(plan.cfg))
     last = pass_count(dtype, plan)
     if sync:
         return [dict(common, FIRST=0, LAST=last)]
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
+
+
+def smem_hist(cfg: ShortConfig) -> bool:
+    """Whether the launches take their histograms from shared memory (``smem_hist``,
+    compiled for a GPU: the interpreter runs no PTX)."""
+    return cfg.smem_hist and not _interpreting()
 
 
 def pass_count(dtype: torch.dtype, plan: ShortPlan) -> int:
