@@ -331,7 +331,8 @@ def main() -> None:
                             where = f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
                             print(
                                 f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "
-                                f"{where} cap={cap} shared={c.metadata.shared} {ptxas_report(c.asm['ptx'])}{stats}"
+                                f"{where} cap={cap} shared={c.metadata.shared} "
+                                f"{ptxas_report(c.asm['ptx'])}{stats}"
                             )
         return
     for d in dtypes:
