@@ -163,6 +163,7 @@ FLAGS = {  # launch variants that set fields of the launch
     "noregties": dict(reg_ties=False),
     "radix": dict(radix_search=True),
     "noradix": dict(radix_search=False),
+    "smem": dict(radix_search=True, smem_hist=True),
     "tri": dict(tri_search=True),
     "notri": dict(tri_search=False),
 }
@@ -258,7 +259,8 @@ def main() -> None:
             "passes), tiesheld (that search over the filled slots only), lean (the final "
             "compaction's census from its search's counts), tiesrank (up to 64 tied indices "
             "ranked at once), radix / noradix "
-            "(the compaction's key by a radix select / a bisection),"
+            "(the compaction's key by a radix select / a bisection), smem (the radix select "
+            "of 8-bit digits, histograms in shared memory),"
             " tri / notri (by a trisection / not), plain (first part only: launch_config's "
             "launch, never crowded), regsearch (the register-held key search, after occN), "
             "chN (compaction chunks of N), zN (the sample's rank N standard deviations above "

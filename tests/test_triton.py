@@ -849,10 +849,11 @@ def test_gpu_crowded_rows_by_default(dtype, mid):
         {"reg_ties": False},
         {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
         {"radix_search": True},
+        {"radix_search": True, "smem_hist": True},
         {"tri_search": True},
         {"tri_search": False},
     ],
-    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "tri", "bisect"],
+    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "smem", "tri", "bisect"],
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):
@@ -908,13 +909,15 @@ def test_gpu_sample_bound_from_registers(w32):
     """LaunchConfig.sample_pre on the GPU, in both loops: the sample's bound from its
     keys held in registers and the stream started there, reading the sample again,
     on tie-heavy, constant and NaN rows (a bound shared by more elements than the
-    buffer holds), with windows; k = 2048 smallest with the radix key search; z =
+    buffer holds), with windows; k = 2048 smallest with the radix key search, k =
+    1024 with its histograms in shared memory; z =
     -1e9 puts the bound above the k-th, so every row is selected again."""
     rows, n = 24, 300_000
     g = torch.Generator(device="cuda").manual_seed(5)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
     cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
+    cases += [(torch.bfloat16, 1024, 5.0, dict(radix_search=True, smem_hist=True))]
     for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
         for dtype, k, z, search in cases:
             x = make(kind, rows, n, dtype, "cuda", seed=9)

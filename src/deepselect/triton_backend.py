@@ -173,6 +173,9 @@ class LaunchConfig:
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
        key bit; ``search_tol`` then has no use. Tied indices by ``reg_ties``' bisection.
+    smem_hist: with ``radix_search``, its histograms by shared-memory atomics (inline
+       PTX: not in the interpreter) and its digits 8 bits wide: Triton 3.6's
+       ``tl.histogram`` costs ~80 instructions a key for 256 bins, an atomic ~5.
     tri_search: with ``reg_search`` (and not ``radix_search``), the pivot key by a
        trisection: two pivots a step, their counts packed in one block-wide sum, so a
        32-bit key takes ~20 steps where the bisection takes 32. Tied indices as above.
@@ -214,6 +217,7 @@ class LaunchConfig:
     ties_rank: bool = False
     radix_search: bool = False
     tri_search: bool = False
+    smem_hist: bool = False
 
     @property
     def samples_in_registers(self) -> bool:
@@ -275,11 +279,12 @@ def kernel_constants(
     fp16 = dtype == torch.float16
     if cfg.sample_keys < 0 or cfg.sample_keys & (cfg.sample_keys - 1):
         raise ValueError(f"sample_keys must be 0 or a power of two, not {cfg.sample_keys}")
-    reg_search = (
-        (3 if cfg.radix_search else 4 if cfg.tri_search else 2 if cfg.reg_ties else 1)
-        if cfg.reg_search
-        else 0
-    )
+    reg_search = 0  # the compaction's key search (see deepselect_rows_kernel's REG_SEARCH)
+    if cfg.reg_search:
+        if cfg.radix_search:
+            reg_search = 5 if cfg.smem_hist and asm else 3
+        else:
+            reg_search = 4 if cfg.tri_search else 2 if cfg.reg_ties else 1
     return dict(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,

@@ -1037,7 +1037,8 @@ def _held_kth(
     """The kk-th largest key of the ``total`` candidates, all in the first ``W`` slots
     of each region and all with keys >= ``lo_key``, held in registers
     (:func:`_held_keys`). REG_SEARCH == 3: by :func:`_radix_select` (digits of up to
-    6 bits, a histogram a digit; digits that every key shares skipped). Otherwise by
+    6 bits, a histogram a digit; digits that every key shares skipped); 5: the same
+    with 8-bit digits and the histograms in shared memory. Otherwise by
     bisection, a compare and a sum a step, or, REG_SEARCH == 4, by trisection: two
     pivots a step, both counts in one sum (16 bits each: at most 8192 keys are
     held), so ~20 steps for a 32-bit range where bisection takes 32; ``tol > 0``:
@@ -1059,6 +1060,10 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: 
     c_gt = total * 0
     if REG_SEARCH == 3:  # empty slots hold key 0, as _radix_select takes invalid elements
         pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 6)  # digits of <= 6 bits
+        c_ge = total * 0 - 1
+        c_gt = c_ge
+    elif REG_SEARCH == 5:  # the same with 8-bit digits, histograms in shared memory
+        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 8, True)
         c_ge = total * 0 - 1
         c_gt = c_ge
     elif REG_SEARCH == 4:
@@ -1302,7 +1307,8 @@ def _compact(
     region's slots, as many as the fullest region fills; up to CAP / 256 more
     registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too;
     REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection,
-    REG_SEARCH == 4 by a trisection, two pivots counted in one sum a step).
+    5 the same with histograms in shared memory, REG_SEARCH == 4 by a trisection, two
+    pivots counted in one sum a step).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
