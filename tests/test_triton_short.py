@@ -643,8 +643,9 @@ def test_radix_passes_match_the_oracle_and_the_levels(kind, dtype, bits):
 
 def test_plan_radix_passes_where_one_launch_holds_them():
     """With ``radix_passes=None`` (on a GPU, where Triton launches cooperatively) a
-    split unsorted or by index with k > 256 takes the radix passes where its rows'
-    segments, as many as there are SMs and at least 1024 long, fit one launch; with
+    split unsorted or by index with k > 1 takes the radix passes where its rows'
+    segments, as many as there are SMs and at least 1024 long, fit one launch (up to
+    four a program); with
     no split (k > nmax / 4) they also take any k; sorted by value they take the
     split or the stream."""
     from deepselect import triton_short
@@ -674,12 +675,14 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(1, 2**20, 4096, by_value=True) is None
     assert plan(1, 2**20, 512, by_value=True).kind == "split"
     assert plan(1, 4096, 512).kind == "short"
-    assert plan(1, 2**20, 257).passes and not plan(1, 2**20, 256).passes  # cheap splits
+    assert plan(1, 2**20, 2).passes and not plan(1, 2**20, 1).passes  # a cheap split
     assert plan(1, 2**20, 1, cfg=ShortConfig(radix_passes=True)).passes
-    # two segments a program where the rows need them, for k > 1024 only
+    # up to four segments a program where the rows need them
     p = plan(1, 2**21, 1231)
     assert p.passes and p.grid_sync and p.pass_tiles == 2 and p.pass_level.nseg == 256
-    assert not plan(1, 2**21, 1024).passes and not plan(1, 2**22, 1231).passes
+    assert plan(1, 2**22, 64).pass_tiles == 4 and plan(2, 2**20, 512).pass_tiles == 2
+    assert not plan(1, 2**23, 512).passes and not plan(5, 2**20, 512).passes
+    assert not plan(1, 2**22, 64, cfg=dataclasses.replace(auto, pass_max_tiles=3)).passes
     assert plan(1, 2**20, 1231).pass_tiles == 1
 
 

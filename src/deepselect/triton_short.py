@@ -17,13 +17,14 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   default ``ShortConfig.merge_in_launch``) the merges run in the segments' launch
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
-* **radix passes** (a split unsorted or by index, k > 256, where the rows'
-  segments fit one per SM, or two per SM for k > 1024): one cooperative launch
-  (every program resident, or the launch refused) of one program per segment, each
+* **radix passes** (a split unsorted or by index, k > 1, where the rows'
+  segments fit one launch at up to four a program): one cooperative launch
+  (every program resident, or the launch refused) of one program per SM, each
   holding its segment's keys in registers the whole time (:func:`radix_phases_kernel`;
-  with two segments a program, read again each phase). Per 8-bit digit of the
+  with several segments a program, read again each phase). Per 8-bit digit of the
   key, from the top, every program adds its segment's histogram of the digit
-  (keys whose higher digits match those chosen) into the row's, waits at a row
+  (keys whose higher digits match those chosen; by shared-memory atomics,
+  ``ShortConfig.smem_hist``) into the row's, waits at a row
   barrier, and chooses the digit itself from the row's histogram: the pivot key
   ``P`` and the ties ``r`` to take after the last digit. Each program also keeps
   its own histograms as running sums, from which every program counts the keys
@@ -1242,15 +1243,17 @@ class ShortConfig:
         passes takes, where the rows' segments outnumber the programs of one launch
         (each phase then reads a program's segments again, from L2), and, with
         ``radix_passes=None``, only for k above ``pass_tiles_min_k``: a segment read
-        and histogrammed again each pass costs ~6 us, about what the split's select
-        of it costs, while the split's merges grow with k. On an H200 (graph
-        replays, ms, split / passes): fp16 1 x 2M k = 1231 (2 a program) 0.106 /
-        0.047; bf16 k = 512 2 x 1M (2) 0.044 / 0.046, 1 x 4M (4) 0.072 / 0.088, 6 x
-        1M (6) 0.083 / 0.126.
-    pass_min_k: ``radix_passes=None`` takes the passes for k above this only: below
-        it the split's selections are cheap (on an H200, bf16 1 x 1M, graph replays,
-        split / passes, ms: k = 1 0.014 / 0.022, k = 512 0.034 / 0.022); a split
-        costs about the same for every k up to the same power of two.
+        and histogrammed again each pass costs as much as the split's select of it
+        did with ``tl.histogram``; with ``smem_hist`` less. On an H200 (graph
+        replays, ms, bf16 k = 512, split / passes, segments a program): with
+        ``tl.histogram`` 2 x 1M (2) 0.044 / 0.046, 1 x 4M (4) 0.072 / 0.088, 6 x 1M
+        (6) 0.083 / 0.126, fp16 1 x 2M k = 1231 (2) 0.106 / 0.047; with
+        ``smem_hist`` 2 x 1M (2) 0.037 / 0.031, 1 x 4M (4) 0.066 / 0.053, 6 x 1M
+        (6) 0.077 / 0.075.
+    pass_min_k: ``radix_passes=None`` takes the passes for k above this only: at
+        k = 1 the split's selections are as cheap (on an H200, bf16 1 x 1M, graph
+        replays, split / passes, ms, ``smem_hist``: k = 1 0.012 / 0.012, k = 64
+        0.019 / 0.012, k = 512 0.028 / 0.012).
     smem_hist: the radix selects' and the radix passes' histograms by shared-memory
         atomics (inline PTX; ``triton_kernels._smem_histogram``) instead of
         ``tl.histogram``, which Triton 3.6 lowers to warp votes (~80 instructions a
@@ -1281,9 +1284,9 @@ class ShortConfig:
     pass_bits: int = 8
     grid_sync: bool = True
     grid_per_sm: float = 1.0
-    pass_min_k: int = 256
-    pass_max_tiles: int = 2
-    pass_tiles_min_k: int = 1024
+    pass_min_k: int = 1
+    pass_max_tiles: int = 4
+    pass_tiles_min_k: int = 0
     smem_hist: bool = True
 
     __hash__ = _hash_once
