@@ -706,7 +706,8 @@ def test_radix_passes_several_segments_a_program(rows, n, sm, tiles):
 def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
     """A device that refuses the passes' cooperative launch (fewer SMs to the
     process than it has) gets the same result from one launch per phase, a warning
-    once, and no further attempt."""
+    once, and no further attempt with as many programs; a launch of fewer programs
+    is still tried."""
     from deepselect import triton_short
 
     real = triton_short.radix_phases_kernel
@@ -723,7 +724,7 @@ def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
             return launch
 
     monkeypatch.setattr(triton_short, "radix_phases_kernel", Refusing())
-    monkeypatch.setattr(triton_short, "_COOPERATIVE_REFUSED", set())
+    monkeypatch.setattr(triton_short, "_COOPERATIVE_REFUSED", {})
     x = make("distinct32", 2, 700, torch.bfloat16, DEV, seed=3)
     opt = TopkOptions(order=Order.INDEX)
     plan = dataclasses.replace(short_path(x, 12, opt, SM, PASSES), grid_sync=True)
@@ -737,8 +738,16 @@ def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
         assert len(seen) == (call == 0) and len(tried) == 1, (call, seen, tried)
         assert_same_topk((ov, oi), oracle_topk(x, 12, opt), Order.INDEX, f"call {call}")
         got.append((ov, oi))
-    assert x.device in triton_short._COOPERATIVE_REFUSED
+    assert triton_short._COOPERATIVE_REFUSED == {x.device: tried[0][0]}
     same_bits(got[0], got[1])
+    one = x[:1]  # half the programs: tried once more, refused, then by phase
+    plan = dataclasses.replace(short_path(one, 12, opt, SM, PASSES), grid_sync=True)
+    oi = torch.empty((1, 12), dtype=torch.int32, device=DEV)
+    with pytest.warns(RuntimeWarning, match="refused"):
+        run_short(one, 12, opt, None, oi, plan)
+    assert len(tried) == 2 and tried[1][0] < tried[0][0]
+    assert triton_short._COOPERATIVE_REFUSED == {x.device: tried[1][0]}
+    assert torch.equal(oi, got[0][1][:1])
 
 
 def test_radix_passes_windows_offsets_fills():

@@ -130,10 +130,11 @@ def _can_launch_cooperatively() -> bool:
 
 
 COOPERATIVE = _can_launch_cooperatively()
-_COOPERATIVE_REFUSED: set[torch.device] = set()
-"""Devices that refused a cooperative launch of the radix passes (fewer SMs to this
-process than the device has, under MPS or a green context): their passes run one
-launch per phase from then on."""
+_COOPERATIVE_REFUSED: dict[torch.device, int] = {}
+"""Per device, the fewest programs a cooperative launch of the radix passes was
+refused with (fewer SMs to this process than the device has, under MPS or a green
+context; or programs too large to share an SM, as ``grid_per_sm > 1`` may ask):
+passes of as many programs or more run one launch per phase from then on."""
 
 
 # ---------------------------------------------------------------------- the kernel
@@ -1847,7 +1848,8 @@ def run_short(
             out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
             off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args,
         )  # fmt: skip
-        if plan.grid_sync and dev not in _COOPERATIVE_REFUSED:
+        refused = _COOPERATIVE_REFUSED.get(dev)
+        if plan.grid_sync and (refused is None or grid[0] < refused):
             (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), True)
             try:
                 radix_phases_kernel[grid](*args, **kw)
@@ -1855,10 +1857,11 @@ def run_short(
             except RuntimeError as e:  # more programs than the device holds at once
                 if "cooperative" not in str(e):
                     raise
-                _COOPERATIVE_REFUSED.add(dev)  # (nothing ran: the counters are still zero)
+                _COOPERATIVE_REFUSED[dev] = grid[0]  # (nothing ran: counters still zero)
                 warnings.warn(
-                    f"{dev} refused a cooperative launch ({e}); deepselect's radix passes "
-                    "run one launch per phase on it from now on (slower, as exact)",
+                    f"{dev} refused a cooperative launch of {grid[0]} programs ({e}); "
+                    "deepselect's radix passes of as many run one launch per phase on it "
+                    "from now on (slower, as exact)",
                     RuntimeWarning,
                     stacklevel=2,
                 )
