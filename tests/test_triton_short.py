@@ -41,6 +41,7 @@ SPLIT = ShortConfig(nmax=128, seg_max=128, min_seg=64, **FEW)
 DEEP = ShortConfig(nmax=64, seg_max=64, min_seg=32, **FEW)  # several merge levels
 PASSES = dataclasses.replace(SPLIT, radix_passes=True)  # radix passes over the segments
 TILED = dataclasses.replace(PASSES, pass_max_tiles=8, grid_per_sm=0.5)  # several a program
+NOT_LEAN = dataclasses.replace(SPLIT, split_lean=False)  # the split's prefilter, 6-bit digits
 
 
 def run(x, k, cfg=SHORT, sm=SM, values=True, want_kind=None, **kw):
@@ -405,7 +406,7 @@ def test_random_calls(data, n, k, kind, dtype):
         )
     if data.draw(st.booleans()):
         kw["index_offset"] = data.draw(st.integers(-100, 100))
-    cfgs = [SHORT, SPLIT, DEEP, levelled(SPLIT), PASSES, TILED]
+    cfgs = [SHORT, SPLIT, DEEP, levelled(SPLIT), PASSES, TILED, NOT_LEAN]
     check(x, k, cfg=data.draw(st.sampled_from(cfgs)), **kw)
 
 
@@ -532,8 +533,11 @@ def test_prefilter_misled_by_its_sample(sample_holds, order):
 def test_in_launch_prefilters_its_merge():
     """As below, in one launch: the merge of the 8 segments' units (2048 columns) by
     the last segment to finish, with the sampled threshold; the same bits as the
-    plan of one launch per level."""
-    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=True, **FEW)
+    plan of one launch per level. (A lean split takes no prefilter: here not lean,
+    as a split of k > LEAN_MAX_KP is.)"""
+    cfg = ShortConfig(
+        nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=True, split_lean=False, **FEW
+    )
     x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
     plan = short_path(x, 256, TopkOptions(), SM, cfg)
     assert plan.in_launch and len(plan.levels) == 2, describe(plan)
@@ -547,8 +551,10 @@ def test_prefilter_on_merge_candidates():
     """Segments of 2048 and k = 256: the first level and the merge of the 8 segments'
     candidates (2048 pairs) both keep ~450 elements by the sampled threshold (room
     512); the same bits as without the prefilter, and the oracle's top k. One launch
-    per level (the in-launch merge's prefilter: the test above)."""
-    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=False, **FEW)
+    per level (the in-launch merge's prefilter: the test above). Not lean."""
+    cfg = ShortConfig(
+        nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=False, split_lean=False, **FEW
+    )
     x = make("normal", 2, 16384, torch.float32, DEV, seed=5)
     plan = short_path(x, 256, TopkOptions(), SM, cfg)
     assert [lv.src_cand for lv in plan.levels] == [False, True], describe(plan)
@@ -611,6 +617,42 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     assert cap(4096, ShortConfig(reg_cap=96)) == 96
     assert cap(4096, interp=True) is None
     assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")
+
+
+def test_lean_split_launch_constants():
+    """A split of k <= LEAN_MAX_KP (``ShortConfig.split_lean``) selects without the
+    prefilter, with 8-bit digits, at LEAN_REGS registers (none in the interpreter);
+    larger k, short rows and ``split_lean=False`` keep the prefilter, the config's
+    digits and the levels' own caps. Decided from the shape alone."""
+    from deepselect import triton_short
+
+    flags = tuple(
+        dict(
+            largest=True, order=Order.VALUE, has_window=0, off_tensor=False,
+            write_values=True,
+        ).items()
+    )  # fmt: skip
+
+    def launches(rows, n, k, cfg=None, interp=False):
+        plan = short_path(torch.empty(rows, n), k, TopkOptions(order=Order.VALUE), 132, cfg)
+        return plan, _launch_kwargs(torch.bfloat16, plan, flags, (), interp)
+
+    for rows, n in ((6, 2**20), (14, 2**20), (6, 129_280)):
+        plan, kws = launches(rows, n, 512)
+        assert plan.kind == "split" and triton_short.lean_split(plan), describe(plan)
+        for kw in kws:
+            assert kw["RADIX_BITS"] == 8 and not kw["PREFILTER"]
+            assert kw["maxnreg"] == triton_short.LEAN_REGS
+            assert not any(kw.get("PS", ()))
+        assert "maxnreg" not in launches(rows, n, 512, interp=True)[1][0]
+        plan, kws = launches(rows, n, 512, ShortConfig(split_lean=False))
+        assert not triton_short.lean_split(plan)
+        assert kws[0]["RADIX_BITS"] == 6 and kws[0]["PREFILTER"]
+    plan, kws = launches(14, 2**20, 1024)  # k > LEAN_MAX_KP
+    assert not triton_short.lean_split(plan) and kws[0]["PREFILTER"]
+    plan, kws = launches(4096, 4096, 512)  # short rows
+    assert plan.kind == "short" and kws[0]["PREFILTER"] and kws[0]["RADIX_BITS"] == 6
+    assert ShortConfig.variant("nolean") == ShortConfig(split_lean=False)
 
 
 # ------------------------------------------------------------------ radix passes

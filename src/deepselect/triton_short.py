@@ -1262,6 +1262,13 @@ class ShortConfig:
         (graph replays, ms, ``tl.histogram`` / shared memory): bf16 k = 512 1 x 1M
         0.021 / 0.012, 6 x 64K 0.013 / 0.009, 4096 x 4096 0.116 / 0.093, 6 x 1M
         (the split) 0.083 / 0.077; fp32 6 x 129,280 0.035 / 0.018.
+    split_lean: a split's launches (its segments and merges, k <= ``LEAN_MAX_KP``)
+        without the sampled prefilter, with 8-bit digits and at ``LEAN_REGS``
+        registers, for two programs of 16 warps per SM: with ``smem_hist`` a select
+        of all 8192 keys costs less than a sample's select and a compaction. On an
+        H200 (graph replays, bf16 k = 512, ms, the prefilter at 6-bit digits /
+        lean): 6 x 1M 0.077 / 0.070, 14 x 1M 0.130 / 0.104; short rows (not a
+        split) keep the prefilter (4096 x 4096 0.093 / 0.097).
     """
 
     nmax: int = 8192
@@ -1289,6 +1296,7 @@ class ShortConfig:
     pass_max_tiles: int = 4
     pass_tiles_min_k: int = 0
     smem_hist: bool = True
+    split_lean: bool = True
 
     __hash__ = _hash_once
 
@@ -1310,7 +1318,8 @@ class ShortConfig:
         passes one launch per phase), ``onlysync`` (the passes only where one launch
         holds them: the default), ``nopasses`` (the split, never the passes),
         ``tilesN`` (up to N segments a program of the passes), ``smem`` / ``nosmem``
-        (histograms in shared memory or not: ``smem_hist``), ``gridN`` (N of the
+        (histograms in shared memory or not: ``smem_hist``), ``lean`` / ``nolean``
+        (``split_lean``), ``gridN`` (N of the
         passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
@@ -1331,6 +1340,8 @@ class ShortConfig:
                 fields_["grid_sync"] = False
             elif part == "onlysync":
                 fields_["radix_passes"] = None
+            elif part in ("lean", "nolean"):
+                fields_["split_lean"] = part == "lean"
             elif part in ("smem", "nosmem"):
                 fields_["smem_hist"] = part == "smem"
             elif part == "nopasses":
@@ -1348,8 +1359,8 @@ class ShortConfig:
             else:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, tilesN, gridN, smem, nosmem, fused, levelled, splitN or segN "
-                    "joined by '+', "
+                    "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, fused, levelled, "
+                    "splitN or segN joined by '+', "
                     f"optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
@@ -1620,7 +1631,7 @@ def kernel_constants(
         NP=plan.np_pivots,
         FUSED_STATS=plan.fused_stats,
         RADIX=2 if plan.cfg.radix and smem_hist(plan.cfg) else plan.cfg.radix,
-        RADIX_BITS=plan.cfg.radix_bits,
+        RADIX_BITS=8 if lean_split(plan) else plan.cfg.radix_bits,
         PREFILTER=prefilters(plan, level),
         CAND=cand_size(level.nmax, plan.kp),
         NT=32 * level.num_warps,
@@ -1704,9 +1715,22 @@ def cand_size(nmax: int, kp: int) -> int:
 
 
 def prefilters(plan: ShortPlan, level: Level) -> bool:
-    """Whether ``level`` tries the sampled prefilter: on in the config, and slices
-    long enough that the kept elements fill at most a quarter of them."""
-    return plan.cfg.prefilter and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
+    """Whether ``level`` tries the sampled prefilter: on in the config (and not a
+    lean split's), and slices long enough that the kept elements fill at most a
+    quarter of them."""
+    on = plan.cfg.prefilter and not lean_split(plan)
+    return on and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
+
+
+LEAN_MAX_KP = 512
+"""The largest k (as its power of two) whose split is lean (``ShortConfig.split_lean``):
+the size timed."""
+LEAN_REGS = 64
+
+
+def lean_split(plan: ShortPlan) -> bool:
+    """Whether ``plan``'s launches are a lean split (``ShortConfig.split_lean``)."""
+    return plan.kind == "split" and plan.cfg.split_lean and plan.kp <= LEAN_MAX_KP
 
 
 @cache  # built once per plan and call shape: host time per call
@@ -1723,8 +1747,9 @@ def _launch_kwargs(
         kw = in_launch_constants(dtype, plan, **dict(flags))
         kw.update(page_flags)
         kw["num_warps"] = plan.levels[0].num_warps
-        if plan.cfg.reg_cap and not interp:
-            kw["maxnreg"] = plan.cfg.reg_cap
+        cap = plan.cfg.reg_cap or (LEAN_REGS if lean_split(plan) else 0)
+        if cap and not interp:
+            kw["maxnreg"] = cap
         return (kw,)
     out = []
     for lv in plan.levels:
@@ -1732,7 +1757,8 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        cap = None if interp else (plan.cfg.reg_cap or lv.maxnreg(plan.kp))
+        lean = LEAN_REGS if lean_split(plan) else None
+        cap = None if interp else (plan.cfg.reg_cap or lean or lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
