@@ -36,7 +36,7 @@ import torch
 from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 
 from deepselect import bench, triton_short
-from deepselect.options import TopkOptions
+from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import _sm_count, run_triton, stream_config
 from deepselect.triton_short import ShortConfig, describe, run_short, short_path
 
@@ -67,8 +67,8 @@ def main() -> None:
     p.add_argument(
         "--only",
         default=None,
-        metavar="DTYPE:BATCH:N[,...]",
-        help="these shapes instead of the table's (k = 512)",
+        metavar="DTYPE:BATCH:N[:K[:ORDER]],...",
+        help="these shapes instead of the table's (k = 512, unsorted; ORDER none, value or index)",
     )
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
     p.add_argument("--dist", default="normal", help="the rows' distribution (kernel_table's)")
@@ -91,20 +91,22 @@ def main() -> None:
     if a.only:
         shapes = []
         for item in a.only.split(","):
-            dts, b, n, *kk = item.split(":")
-            shapes.append((dts, int(b), int(n), int(kk[0]) if kk else 512))
+            dts, b, n, *rest = item.split(":")
+            k = int(rest[0]) if rest else 512
+            shapes.append((dts, int(b), int(n), k, rest[1] if len(rest) > 1 else "none"))
     sm = _sm_count(0)
     print(
         f"{'shape':24s} {'search':8s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} "
         f"{'topk ms':>8s} {'empty ms':>8s} | {'x topk':>6s} {'TB/s':>5s} chk"
     )
     one = torch.empty(1, device="cuda")  # its zero_(): the least a launch costs
-    for dts, rows, n, k in shapes:
+    for dts, rows, n, k, *order in shapes:
+        order = order[0] if order else "none"
         dtype = DT[dts]
         esz = torch.finfo(dtype).bits // 8
         nbytes = rows * n * esz
         inputs = [draw(a.dist, rows, n, dtype, s) for s in range(copies_for(nbytes))]
-        opt = TopkOptions()
+        opt = TopkOptions(order=Order(order))
 
         def out(x, k=k):
             return (
@@ -117,7 +119,7 @@ def main() -> None:
             run_triton(x, k, opt, v, i, config=stream_config(x.dtype, k, *x.shape, sm))
             return v, i
 
-        s2 = check(inputs[0], k, "none", *stream(inputs[0]))
+        s2 = check(inputs[0], k, order, *stream(inputs[0]))
         t_stream = timer(stream, inputs, a.repeats)
         t_topk = timer(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
         t_empty = timer(lambda x: one.zero_(), inputs, a.repeats)
@@ -132,12 +134,12 @@ def main() -> None:
             status = "-"
             t_short = float("nan")
             if plan is not None:
-                status = check(inputs[0], k, "none", *short(inputs[0]))
+                status = check(inputs[0], k, order, *short(inputs[0]))
                 t_short = timer(short, inputs, a.repeats)
             best = min(t for t in (t_short, t_stream) if t == t)
             tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
             print(
-                f"{dts} {rows}x{n} k={k:<5d}".ljust(24)
+                f"{dts} {rows}x{n} k={k:<5d}{'' if order == 'none' else ' ' + order}".ljust(24)
                 + f" {vname:8s} {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} "
                 f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
                 flush=True,
