@@ -726,6 +726,8 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert not plan(1, 2**23, 512).passes and not plan(5, 2**20, 512).passes
     assert not plan(1, 2**22, 64, cfg=dataclasses.replace(auto, pass_max_tiles=3)).passes
     assert plan(1, 2**20, 1231).pass_tiles == 1
+    assert not plan(2, 2**20, 512, bits=32).passes  # 32-bit keys: one segment a program
+    assert plan(2, 2**20, 512, bits=32, cfg=ShortConfig(radix_passes=True)).pass_tiles == 2
 
 
 @pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 900, 4, 8), (2, 700, 6, 2)])

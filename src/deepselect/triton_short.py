@@ -1240,7 +1240,7 @@ class ShortConfig:
         Triton can launch so; else one launch per phase.
     grid_per_sm: see ``grid_sync``. One: a program of up to 1,024 threads always fits
         an SM alone.
-    pass_max_tiles, pass_tiles_min_k: the most segments one program of the radix
+    pass_max_tiles, pass_tiles_min_k, pass_tiles_max_bits: the most segments one program of the radix
         passes takes, where the rows' segments outnumber the programs of one launch
         (each phase then reads a program's segments again, from L2), and, with
         ``radix_passes=None``, only for k above ``pass_tiles_min_k``: a segment read
@@ -1250,7 +1250,9 @@ class ShortConfig:
         ``tl.histogram`` 2 x 1M (2) 0.044 / 0.046, 1 x 4M (4) 0.072 / 0.088, 6 x 1M
         (6) 0.083 / 0.126, fp16 1 x 2M k = 1231 (2) 0.106 / 0.047; with
         ``smem_hist`` 2 x 1M (2) 0.037 / 0.031, 1 x 4M (4) 0.066 / 0.053, 6 x 1M
-        (6) 0.077 / 0.075.
+        (6) 0.077 / 0.075; fp32 (four passes, each reading the segments again) 14 x
+        129,280 (2) 0.044 / 0.054, 2 x 1M (2) 0.052 / 0.056, so by default several
+        segments a program only for keys of up to ``pass_tiles_max_bits``.
     pass_min_k: ``radix_passes=None`` takes the passes for k above this only: at
         k = 1 the split's selections are as cheap (on an H200, bf16 1 x 1M, graph
         replays, split / passes, ms, ``smem_hist``: k = 1 0.012 / 0.012, k = 64
@@ -1295,6 +1297,7 @@ class ShortConfig:
     pass_min_k: int = 1
     pass_max_tiles: int = 4
     pass_tiles_min_k: int = 0
+    pass_tiles_max_bits: int = 16
     smem_hist: bool = True
     split_lean: bool = True
 
@@ -1525,7 +1528,7 @@ def _plan(
         return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:  # no split; radix passes (any k) unless sorted by value
-        passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+        passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting, bits)
         if passes is None or by_value:
             return None
         pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
@@ -1545,7 +1548,7 @@ def _plan(
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
-    passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting)
+    passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting, bits)
     pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
@@ -1556,20 +1559,21 @@ def _plan(
 
 
 def _pass_level(
-    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool
+    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int
 ) -> tuple[Level | None, int, bool]:
     """The segments of a split's radix passes (``cfg.radix_passes``), how many a
     program takes, and whether they run in one cooperative launch: as many segments
     as ``grid_per_sm`` per SM hold (at least ``min_seg`` long, at most ``nmax``),
     so that every SM shares the work; where more are needed, up to
-    ``pass_max_tiles`` a program (by default only for k > ``pass_tiles_min_k``),
-    else one each."""
+    ``pass_max_tiles`` a program (by default only for k > ``pass_tiles_min_k`` and
+    keys of up to ``pass_tiles_max_bits``), else one each."""
     room = max(1, int(cfg.grid_per_sm * sm_count))
     L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // room))))
     nseg = -(-n // L)
     per_row = room // rows  # programs a row may have
     tiles = -(-nseg // per_row) if per_row else nseg  # the fewest segments a program
-    most = cfg.pass_max_tiles if cfg.radix_passes or k > cfg.pass_tiles_min_k else 1
+    auto = k > cfg.pass_tiles_min_k and bits <= cfg.pass_tiles_max_bits
+    most = cfg.pass_max_tiles if cfg.radix_passes or auto else 1
     fits = per_row > 0 and tiles <= most
     if not fits:
         tiles = 1
