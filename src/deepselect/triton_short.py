@@ -1241,8 +1241,9 @@ class ShortConfig:
     grid_per_sm: see ``grid_sync``. One: a program of up to 1,024 threads always fits
         an SM alone.
     pass_max_tiles, pass_tiles_min_k, pass_tiles_max_bits: the most segments one
-        program of the radix passes takes, where the rows' segments outnumber the programs of one launch
-        (each phase then reads a program's segments again, from L2), and, with
+        program of the radix passes takes, where the rows' segments outnumber the
+        programs of one launch (each phase then reads a program's segments again,
+        from L2), and, with
         ``radix_passes=None``, only for k above ``pass_tiles_min_k``: a segment read
         and histogrammed again each pass costs as much as the split's select of it
         did with ``tl.histogram``; with ``smem_hist`` less. On an H200 (graph
