@@ -857,6 +857,8 @@ def test_gpu_radix_passes(rows, n, k, dtype, tiles):
         (1, 2**20, 512, torch.bfloat16, "smem"),  # the passes in one launch
         (6, 129_280, 512, torch.float32, "smem+passes+nosync"),  # a launch a phase
         (6, 2**20, 1231, torch.float16, "smem+passes+tiles8"),  # six segments a program
+        (300, 7, 5, torch.float32, "smem"),  # a warp holds each key twice: tl.histogram
+        (7, 12_345, 100, torch.float32, "smem+nopasses"),  # a merge of 256 at 512 threads
     ],
 )
 def test_gpu_smem_histograms(rows, n, k, dtype, variant):

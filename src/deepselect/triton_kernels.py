@@ -840,7 +840,10 @@ def smem_hist_bytes(nbins: int) -> int:
 def _smem_histogram(bins, mask, NB: tl.constexpr):
     """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
     elements that count) by shared-memory atomics; GPU only (inline PTX). Every
-    thread of the program takes part: a call is block-wide, between barriers."""
+    thread of the program takes part: a call is block-wide, between barriers.
+    ``bins`` must have at least as many elements as the program has threads: a
+    shorter tensor is held by several threads at once, and each copy adds its key to
+    the bins (``tl.histogram`` counts one)."""
     j = tl.arange(0, NB)
     tl.debug_barrier()  # shared memory: Triton's earlier uses are over
     tl.inline_asm_elementwise(

@@ -412,7 +412,8 @@ def _finish(
     # 2. pivot key
     if RADIX:
         pk, above = K._radix_select(
-            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, RADIX == 2
+            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS,
+            (RADIX == 2) and (keys.shape[0] >= NT),  # no thread holding another's keys
         )  # fmt: skip
     else:
         pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
@@ -616,7 +617,8 @@ def _slice_topk(
     if PREFILTER:
         thr, c = _prefilter(
             keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
-            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM, RADIX == 2,
+            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
+            (RADIX == 2) and (keys.shape[0] >= 16 * NT),  # the sample: one key in 16
         )  # fmt: skip
         use = (thr > 0) & (c >= k) & (c <= CAND)
     if use:
@@ -1040,6 +1042,9 @@ def radix_phases_kernel(
         keys = keys.to(tl.uint32)
     BITS: tl.constexpr = 16 if RAW16 else 32
     NPASS: tl.constexpr = (BITS + DIGIT - 1) // DIGIT
+    # shared-memory histograms where no thread holds a copy of another's keys (each
+    # copy would count again)
+    SMEM_OK: tl.constexpr = SMEM_HIST and NMAX >= NT
     NB: tl.constexpr = 1 << DIGIT
     j = tl.arange(0, NB)
     tot_row = tot_ptr + row64 * (NPASS * NB)
@@ -1072,7 +1077,7 @@ def radix_phases_kernel(
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
             if TILES == 1:
-                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST)
+                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_OK)
                 tl.store(hs_row + (seg0 * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
             else:
                 h = tl.zeros([NB], tl.int32)
@@ -1082,7 +1087,7 @@ def radix_phases_kernel(
                         SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
                     ht = _digit_histogram(
-                        keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_HIST
+                        keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_OK
                     )
                     hs_t = hs_row + ((seg0 + t) * NPASS + p) * NB + j
                     tl.store(hs_t, tl.cumsum(ht, axis=0), mask=seg0 + t + j * 0 < nseg)
