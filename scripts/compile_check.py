@@ -328,6 +328,8 @@ def main() -> None:
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
+                            # the shared-memory histograms' atomics in the PTX
+                            stats += f" smem_hist={c.asm['ptx'].count(K.SMEM_HIST_MARK)}"
                             where = f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
                             print(
                                 f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "

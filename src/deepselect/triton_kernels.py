@@ -818,9 +818,11 @@ SMEM_ZERO_ASM = tl.constexpr(
     "{ .reg .b32 %a, %b; shl.b32 %a, $1, 2; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
     "st.shared.b32 [%a], 0; mov.b32 $0, 0; }"
 )
-# word $1 += 1 where $2 != 0
+# word $1 += 1 where $2 != 0 (the comment marks it in the PTX: SMEM_HIST_MARK)
+SMEM_HIST_MARK = "deepselect-smem-histogram"
 SMEM_ADD_ASM = tl.constexpr(
-    "{ .reg .pred %p; .reg .b32 %a, %b; setp.ne.s32 %p, $2, 0; shl.b32 %a, $1, 2; "
+    "{ /* " + SMEM_HIST_MARK + " */ .reg .pred %p; .reg .b32 %a, %b; setp.ne.s32 %p, $2, 0; "
+    "shl.b32 %a, $1, 2; "
     "mov.b32 %b, global_smem; add.u32 %a, %a, %b; @%p red.shared.add.u32 [%a], 1; "
     "mov.b32 $0, 0; }"
 )
