@@ -813,7 +813,7 @@ def _trigger_sum(val, parity):
 # shared-memory atomic. The bins are the first NB words of the kernel's shared
 # memory: nothing else of the kernel uses it between the barriers of
 # _smem_histogram, and the allocation Triton makes for its own operations must
-# cover NB words (smem_hist_bytes; a compile test checks it). Word $1 := 0:
+# cover NB words (see there; a compile test checks it). Word $1 := 0:
 SMEM_ZERO_ASM = tl.constexpr(
     "{ .reg .b32 %a, %b; shl.b32 %a, $1, 2; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
     "st.shared.b32 [%a], 0; mov.b32 $0, 0; }"
@@ -831,11 +831,6 @@ SMEM_LOAD_ASM = tl.constexpr(
     "{ .reg .b32 %a, %b; shl.b32 %a, $1, 2; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
     "ld.shared.b32 $0, [%a]; }"
 )
-
-
-def smem_hist_bytes(nbins: int) -> int:
-    """Shared memory that :func:`_smem_histogram` of ``nbins`` bins writes."""
-    return 4 * nbins
 
 
 @triton.jit
