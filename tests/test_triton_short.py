@@ -619,6 +619,22 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     assert describe(short_path(torch.empty(4096, n), k, TopkOptions(), sm)).endswith("crowded")
 
 
+def test_smem_histograms_where_compiled_by_a_known_triton(monkeypatch):
+    """The shared-memory histograms are asked of GPU builds by Triton 3.6 or later
+    (whose tl.histogram reserves their bytes), never of the interpreter."""
+    from deepselect import triton_short
+
+    cfg = ShortConfig()
+    monkeypatch.setattr(triton_short, "_interpreting", lambda: False)
+    for version, want in (("3.6.0", True), ("3.9.1", True), ("4.0.0", True), ("3.5.1", False)):
+        monkeypatch.setattr(triton_short.triton, "__version__", version)
+        assert triton_short.smem_hist(cfg) is want, version
+    assert not triton_short.smem_hist(ShortConfig(smem_hist=False))
+    monkeypatch.setattr(triton_short, "_interpreting", lambda: True)
+    monkeypatch.setattr(triton_short.triton, "__version__", "3.6.0")
+    assert not triton_short.smem_hist(cfg)
+
+
 def test_lean_split_launch_constants():
     """A split of k <= LEAN_MAX_KP (``ShortConfig.split_lean``) selects without the
     prefilter, with 8-bit digits, at LEAN_REGS registers (none in the interpreter);

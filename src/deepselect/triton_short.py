@@ -1707,10 +1707,18 @@ def passes_constants(
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
 
 
+SMEM_HIST_TRITON = (3, 6)
+"""The oldest Triton whose ``tl.histogram`` reserves the shared memory that the
+shared-memory histograms use (checked by the compile tests on 3.6, 3.8 and 3.9);
+older releases keep ``tl.histogram``."""
+
+
 def smem_hist(cfg: ShortConfig) -> bool:
     """Whether the launches take their histograms from shared memory (``smem_hist``,
-    compiled for a GPU: the interpreter runs no PTX)."""
-    return cfg.smem_hist and not _interpreting()
+    compiled for a GPU by a Triton of at least ``SMEM_HIST_TRITON``: the interpreter
+    runs no PTX)."""
+    release = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    return cfg.smem_hist and not _interpreting() and release >= SMEM_HIST_TRITON
 
 
 def pass_count(dtype: torch.dtype, plan: ShortPlan) -> int:
