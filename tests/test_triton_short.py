@@ -66,6 +66,13 @@ def check(x, k, **kw):
     return got
 
 
+def launch_flags(order):
+    """The call flags ``_launch_kwargs`` takes (as ``run_short`` passes them): largest,
+    no window, no offsets tensor, values written."""
+    kw = dict(largest=True, order=order, has_window=0, off_tensor=False, write_values=True)
+    return tuple(kw.items())
+
+
 def same_bits(a, b):
     """Bit-for-bit equal outputs, position by position."""
     assert torch.equal(a[1].cpu(), b[1].cpu())
@@ -600,12 +607,7 @@ def test_crowded_short_rows_take_the_occupancy_cap():
     at least CROWDED programs per SM, 128 below that; a reg_cap in the config wins;
     the interpreter takes none. Decided from the shape alone."""
     k, n, sm = 512, 4096, 132
-    flags = tuple(
-        dict(
-            largest=True, order=Order.NONE, has_window=0, off_tensor=False,
-            write_values=True,
-        ).items()
-    )  # fmt: skip
+    flags = launch_flags(Order.NONE)
 
     def cap(rows, cfg=None, interp=False):
         plan = short_path(torch.empty(rows, n), k, TopkOptions(), sm, cfg)
@@ -642,12 +644,7 @@ def test_lean_split_launch_constants():
     digits and the levels' own caps. Decided from the shape alone."""
     from deepselect import triton_short
 
-    flags = tuple(
-        dict(
-            largest=True, order=Order.VALUE, has_window=0, off_tensor=False,
-            write_values=True,
-        ).items()
-    )  # fmt: skip
+    flags = launch_flags(Order.VALUE)
 
     def launches(rows, n, k, cfg=None, interp=False):
         plan = short_path(torch.empty(rows, n), k, TopkOptions(order=Order.VALUE), 132, cfg)

@@ -61,6 +61,7 @@ STRIDE_GOOD = tl.constexpr(reference.STRIDE_GOOD)
 SAMPLE_PAD = tl.constexpr(reference.SAMPLE_PAD)
 THREADS = 256  # lanes of a block tile: one column per thread (num_warps = 8)
 WORDS = 8  # 32-bit words per thread per block: 16 bf16/fp16 or 8 fp32 elements
+NT_STREAM = tl.constexpr(THREADS)  # the streaming kernel's threads, in its jit code
 
 
 # ----------------------------------------------------------------------------- keys
@@ -838,9 +839,8 @@ def _smem_histogram(bins, mask, NB: tl.constexpr):
     """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
     elements that count) by shared-memory atomics; GPU only (inline PTX). Every
     thread of the program takes part: a call is block-wide, between barriers.
-    ``bins`` must have at least as many elements as the program has threads: a
-    shorter tensor is held by several threads at once, and each copy adds its key to
-    the bins (``tl.histogram`` counts one)."""
+    ``bins`` must have at least as many elements as the program has threads (see
+    :func:`_histogram`, which callers take)."""
     j = tl.arange(0, NB)
     tl.debug_barrier()  # shared memory: Triton's earlier uses are over
     tl.inline_asm_elementwise(
@@ -864,6 +864,25 @@ def _smem_histogram(bins, mask, NB: tl.constexpr):
     )  # fmt: skip
     if zero != 0:
         h += tl.histogram(j, NB)
+    return h
+
+
+@triton.jit
+def _histogram(bins, mask, NB: tl.constexpr, SMEM: tl.constexpr, NT: tl.constexpr):
+    """``tl.histogram(bins, NB, mask=mask)`` (``mask`` None: every element counts),
+    by shared-memory atomics (:func:`_smem_histogram`) where ``SMEM`` asks for them
+    and ``bins`` has at least as many elements as the program's ``NT`` threads: a
+    shorter tensor is held by several threads at once, and each copy would add its
+    key again."""
+    if SMEM and bins.shape[0] >= NT:
+        if mask is None:
+            h = _smem_histogram(bins, bins >= 0, NB)
+        else:
+            h = _smem_histogram(bins, mask, NB)
+    elif mask is None:
+        h = tl.histogram(bins, NB)
+    else:
+        h = tl.histogram(bins, NB, mask=mask)
     return h
 
 
@@ -940,6 +959,7 @@ def _radix_pass(
     WIDTH: tl.constexpr,
     TOP: tl.constexpr,
     SMEM: tl.constexpr = False,
+    NT: tl.constexpr = 0,
 ):
     """One digit of the radix select: the digit ``(key >> SHIFT) % 2^WIDTH`` of the
     ``rem``-th largest among the valid keys whose bits above the digit equal those of
@@ -953,19 +973,14 @@ def _radix_pass(
     than ``rem`` keys, whatever it holds. Invariant: at least ``rem >= 1`` matching
     valid keys exist, so a bin is found. Returns the prefix with this digit set, the
     rank left inside the chosen digit and the count of valid keys above the new
-    prefix. ``SMEM``: the histogram by shared-memory atomics (:func:`_smem_histogram`)."""
+    prefix. ``SMEM``, ``NT``: the histogram by shared-memory atomics (:func:`_histogram`)."""
     NB: tl.constexpr = 1 << WIDTH
     rbin = ((NB - 1) - ((keys >> SHIFT) & (NB - 1))).to(tl.int32)
     if TOP:
-        match = rbin >= 0
+        h = _histogram(rbin, None, NB, SMEM, NT)
     else:
         match = (keys >> (SHIFT + WIDTH)) == (prefix >> (SHIFT + WIDTH))
-    if SMEM:
-        h = _smem_histogram(rbin, match, NB)
-    elif TOP:
-        h = tl.histogram(rbin, NB)
-    else:
-        h = tl.histogram(rbin, NB, mask=match)
+        h = _histogram(rbin, match, NB, SMEM, NT)
     c = tl.cumsum(h, axis=0)
     # the bins strictly above the chosen one are those still short of rem: their number
     # (the chosen bin's position) and their keys in one sum, the number in bits 20+
@@ -978,8 +993,9 @@ def _radix_pass(
 
 @triton.jit
 def _radix_select(
-    keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr, SMEM: tl.constexpr = False
-):
+    keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr, SMEM: tl.constexpr = False,
+    NT: tl.constexpr = 0,
+):  # fmt: skip
     """The k-th largest valid key P and the number of valid keys above it, by a radix
     select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
     ``BITS`` key bits shared out as evenly as possible (16-bit keys with ``RB = 6``:
@@ -988,7 +1004,8 @@ def _radix_select(
     A digit that is the same in every valid key (the bits of ``kmin ^ kmax`` from the
     digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
     no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
-    selected; the result is then unused). ``SMEM``: histograms in shared memory."""
+    selected; the result is then unused). ``SMEM``: histograms in shared memory
+    (:func:`_histogram`; ``NT`` the program's threads)."""
     NPASS: tl.constexpr = (BITS + RB - 1) // RB
     prefix = (kmin * 0).to(tl.uint32)
     rem = tl.minimum(k, nv)
@@ -1006,6 +1023,7 @@ def _radix_select(
                 ((t + 1) * BITS) // NPASS - (t * BITS) // NPASS,
                 t == 0,
                 SMEM,
+                NT,
             )
         else:
             prefix = (kmin >> (BITS - ((t + 1) * BITS) // NPASS)) << (
@@ -1063,7 +1081,7 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: 
         c_ge = total * 0 - 1
         c_gt = c_ge
     elif REG_SEARCH == 5:  # the same with 8-bit digits, histograms in shared memory
-        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 8, True)
+        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 8, True, NT_STREAM)
         c_ge = total * 0 - 1
         c_gt = c_ge
     elif REG_SEARCH == 4:

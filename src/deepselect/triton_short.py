@@ -235,6 +235,7 @@ def _prefilter(
     RADIX_BITS: tl.constexpr,
     CM: tl.constexpr = "",
     SMEM: tl.constexpr = False,
+    NT: tl.constexpr = 0,
 ):
     """A threshold ``thr`` at or below the k-th largest valid key, likely, and the
     count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
@@ -265,7 +266,7 @@ def _prefilter(
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
         thr, _ = K._radix_select(
-            sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS, SMEM
+            sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS, SMEM, NT
         )  # fmt: skip
         c = tl.sum((keys >= thr).to(tl.int32), axis=0)
     return thr, c
@@ -412,8 +413,7 @@ def _finish(
     # 2. pivot key
     if RADIX:
         pk, above = K._radix_select(
-            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS,
-            (RADIX == 2) and (keys.shape[0] >= NT),  # no thread holding another's keys
+            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, RADIX == 2, NT
         )  # fmt: skip
     else:
         pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
@@ -618,7 +618,7 @@ def _slice_topk(
         thr, c = _prefilter(
             keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
             SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
-            (RADIX == 2) and (keys.shape[0] >= 16 * NT),  # the sample: one key in 16
+            RADIX == 2, NT,
         )  # fmt: skip
         use = (thr > 0) & (c >= k) & (c <= CAND)
     if use:
@@ -927,12 +927,12 @@ def _row_barrier(cnt_ptr, nseg):
 @triton.jit
 def _digit_histogram(
     keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr,
-    SMEM: tl.constexpr,
+    SMEM: tl.constexpr, NT: tl.constexpr,
 ):  # fmt: skip
     """Radix pass ``P``'s histogram: of digit ``P`` (``DIGIT`` bits from the top, the
     last one narrower) of the valid keys whose higher digits are those of ``prefix``;
-    bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first). ``SMEM``: by
-    shared-memory atomics."""
+    bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first). ``SMEM``, ``NT``: by
+    shared-memory atomics (``triton_kernels._histogram``)."""
     TOP: tl.constexpr = BITS - DIGIT * P  # the bits above this digit
     SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
     NB: tl.constexpr = 1 << DIGIT
@@ -940,9 +940,7 @@ def _digit_histogram(
     if P > 0:
         m = valid & ((keys >> TOP) == (prefix >> TOP))
     rbin = (NB - 1 - ((keys >> SH) & ((1 << (TOP - SH)) - 1))).to(tl.int32)
-    if SMEM:
-        return K._smem_histogram(rbin, m, NB)
-    return tl.histogram(rbin, NB, mask=m)
+    return K._histogram(rbin, m, NB, SMEM, NT)
 
 
 @triton.jit
@@ -1042,9 +1040,6 @@ def radix_phases_kernel(
         keys = keys.to(tl.uint32)
     BITS: tl.constexpr = 16 if RAW16 else 32
     NPASS: tl.constexpr = (BITS + DIGIT - 1) // DIGIT
-    # shared-memory histograms where no thread holds a copy of another's keys (each
-    # copy would count again)
-    SMEM_OK: tl.constexpr = SMEM_HIST and NMAX >= NT
     NB: tl.constexpr = 1 << DIGIT
     j = tl.arange(0, NB)
     tot_row = tot_ptr + row64 * (NPASS * NB)
@@ -1077,7 +1072,7 @@ def radix_phases_kernel(
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
             if TILES == 1:
-                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_OK)
+                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
                 tl.store(hs_row + (seg0 * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
             else:
                 h = tl.zeros([NB], tl.int32)
@@ -1087,7 +1082,7 @@ def radix_phases_kernel(
                         SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
                     ht = _digit_histogram(
-                        keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_OK
+                        keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT
                     )
                     hs_t = hs_row + ((seg0 + t) * NPASS + p) * NB + j
                     tl.store(hs_t, tl.cumsum(ht, axis=0), mask=seg0 + t + j * 0 < nseg)
