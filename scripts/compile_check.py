@@ -178,11 +178,22 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
         opts = {o: consts.pop(o) for o in launch if o in consts}
         if k == 1:
             consts["k"] = 1
+        consts["stride_xc"] = 1  # contiguous rows, as a launch on them specializes
         types = signature(dtype, False)  # in the kernel's order, its own arguments
-        names = inspect.signature(kernel.fn).parameters
+        names = list(inspect.signature(kernel.fn).parameters)
         sig = {name: types[name] for name in names if name in types}
         sig.update({name: "constexpr" for name in consts})
-        src = ASTSource(kernel, sig, constexprs=consts)
+        # what Triton's launch also specializes: 16-byte aligned pointers, and the
+        # row length, its stride and the slice length where they are multiples of 16
+        aligned = {"N", "stride_xr"} if n % 16 == 0 else set()
+        if lv.L % 16 == 0:
+            aligned.add("L")
+        attrs = {
+            (names.index(name),): [["tt.divisibility", 16]]
+            for name, t in sig.items()
+            if t.startswith("*") or name in aligned
+        }
+        src = ASTSource(kernel, sig, constexprs=consts, attrs=attrs)
         c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
         out.append((lv, opts.get("maxnreg"), c))
     return triton_short.describe(plan), out
@@ -330,6 +341,9 @@ def main() -> None:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
                             # the shared-memory histograms' atomics in the PTX
                             stats += f" smem_hist={c.asm['ptx'].count(K.SMEM_HIST_MARK)}"
+                            if a.sass:
+                                name = f"{a.sass}.{d}.{k}.{order.value}.{v}.L{lv.L}.sass"
+                                open(name, "w").write(sass(c.asm["cubin"]))
                             where = f"L={lv.L} nseg={lv.nseg} warps={lv.num_warps}"
                             print(
                                 f"{d:5s} k={k:5d} order={order.value:5s} {v:6s} {plan}: "
