@@ -2,7 +2,7 @@
 the streaming kernel and torch.topk, in one run (every result checked first).
 
     python benchmarks/short_table.py [--repeats 20] [--variant radix,old,nopf] [--graph]
-        [--only bf16:4096:4096[:k],...] [--dist normal]
+        [--only bf16:4096:4096[:k],...] [--dist normal] [--no-stream]
 
 ``--variant`` times the short path once per pivot search (a row each, the streaming
 kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
@@ -71,6 +71,9 @@ def main() -> None:
         help="these shapes instead of the table's (k = 512, unsorted; ORDER none, value or index)",
     )
     p.add_argument("--graph", action="store_true", help="device time, from CUDA graph replays")
+    p.add_argument(
+        "--no-stream", action="store_true", help="leave the streaming kernel out (its build)"
+    )
     p.add_argument("--dist", default="normal", help="the rows' distribution (kernel_table's)")
     p.add_argument(
         "--levels", action="store_true", help="each level of a split plan timed on its own"
@@ -119,8 +122,10 @@ def main() -> None:
             run_triton(x, k, opt, v, i, config=stream_config(x.dtype, k, *x.shape, sm))
             return v, i
 
-        s2 = check(inputs[0], k, order, *stream(inputs[0]))
-        t_stream = timer(stream, inputs, a.repeats)
+        s2, t_stream = "-", float("nan")
+        if not a.no_stream:
+            s2 = check(inputs[0], k, order, *stream(inputs[0]))
+            t_stream = timer(stream, inputs, a.repeats)
         t_topk = timer(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
         t_empty = timer(lambda x: one.zero_(), inputs, a.repeats)
         for vname, cfg in variants:
