@@ -188,6 +188,27 @@ def test_strided_input_and_outputs():
         assert_same_topk((ov, oi), oracle_topk(x, 20, opt), Order.INDEX, describe(plan))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize(
+    "cfg", [SHORT, SPLIT, DEEP, PASSES, TILED], ids=["short", "split", "deep", "passes", "tiled"]
+)
+def test_vector_loads_same_bits(cfg, dtype):
+    """``vec_load`` (each thread's run read as vectors, then placed as the spread
+    layout has it): bit for bit the element-wise loads, on rows of a length that is
+    no multiple of a vector, windows with unaligned ends, a strided input, and the
+    radix passes adding several segments to one histogram."""
+    vec = dataclasses.replace(cfg, vec_load=True, tile_sum=True)
+    x = make("distinct32", 3, 301, dtype, DEV, seed=11)
+    begin = torch.tensor([0, 3, 157], device=DEV)
+    end = torch.tensor([301, 250, 163], device=DEV)
+    for kw in (dict(), dict(begin=begin, end=end, fill_index=-4, index_offset=9)):
+        for order in (Order.NONE, Order.INDEX):
+            got = check(x, 12, cfg=vec, order=order, **kw)
+            same_bits(got, run(x, 12, cfg=cfg, order=order, **kw)[0])
+    wide = make("normal", 3, 602, dtype, DEV, seed=12)[:, ::2]  # column stride 2
+    same_bits(check(wide, 12, cfg=vec), run(wide, 12, cfg=cfg)[0])
+
+
 @pytest.mark.parametrize("np_pivots", [4, 8])
 @pytest.mark.parametrize("fused", [True, False])
 def test_search_variants(np_pivots, fused):
@@ -743,12 +764,14 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(2, 2**20, 512, bits=32, cfg=ShortConfig(radix_passes=True)).pass_tiles == 2
 
 
+@pytest.mark.parametrize("tile_sum", [False, True])
 @pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 900, 4, 8), (2, 700, 6, 2)])
-def test_radix_passes_several_segments_a_program(rows, n, sm, tiles):
+def test_radix_passes_several_segments_a_program(rows, n, sm, tiles, tile_sum):
     """Where a row's segments outnumber its programs, each program takes several
     (read again every phase): bit for bit the passes of one segment a program, by
-    index with ties across segments and programs; windows, offsets and fills."""
-    cfg = dataclasses.replace(PASSES, pass_max_tiles=8)
+    index with ties across segments and programs; windows, offsets and fills.
+    ``tile_sum``: each segment's load issued before the one ahead is written."""
+    cfg = dataclasses.replace(PASSES, pass_max_tiles=8, tile_sum=tile_sum)
     x = make("distinct32", rows, n, torch.float32, DEV, seed=rows)
     plan = short_path(x, 12, TopkOptions(), sm, cfg)
     assert plan.passes and plan.pass_tiles == tiles, describe(plan)
@@ -828,16 +851,19 @@ def test_radix_passes_windows_offsets_fills():
         (6, 129_280, 512, torch.float32, 1),
         (2, 2**23 - 1, 1231, torch.float16, 1),
         (6, 2**20, 512, torch.bfloat16, 8),  # six segments a program
+        (6, 2**20, 512, torch.bfloat16, -8),  # the same adding to one histogram
+        (3, 700_001, 100, torch.float32, -4),
     ],
 )
 def test_gpu_radix_passes(rows, n, k, dtype, tiles):
     """The radix passes at full size, their programs racing for each row's counters
-    (in one cooperative launch where the segments fit one per SM, or ``tiles`` a
-    program, else a launch per phase): the oracle's top k, unsorted and by index, on
-    normal, tie-heavy and ascending rows; captured in a CUDA graph (the counters
-    zeroed in it), each replay exact after the data and windows change in place."""
+    (in one cooperative launch where the segments fit one per SM, or ``|tiles|`` a
+    program, else a launch per phase; ``tiles < 0``: ``tile_sum``): the oracle's top
+    k, unsorted and by index, on normal, tie-heavy and ascending rows; captured in a
+    CUDA graph (the counters zeroed in it), each replay exact after the data and
+    windows change in place."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = ShortConfig(radix_passes=True, pass_max_tiles=tiles)
+    cfg = ShortConfig(radix_passes=True, pass_max_tiles=abs(tiles), tile_sum=tiles < 0)
     for kind in ("normal", "distinct32", "ascending"):
         x = make(kind, rows, n, dtype, "cuda", seed=rows)
         for order in (Order.NONE, Order.INDEX):
@@ -845,7 +871,7 @@ def test_gpu_radix_passes(rows, n, k, dtype, tiles):
     plan = short_path(x, k, TopkOptions(), sm, cfg)
     programs = rows * -(-plan.pass_level.nseg // plan.pass_tiles)
     assert plan.passes and plan.grid_sync == (programs <= sm), describe(plan)
-    assert (plan.pass_tiles > 1) == (tiles > 1), describe(plan)
+    assert (plan.pass_tiles > 1) == (abs(tiles) > 1), describe(plan)
     begin = torch.zeros(rows, dtype=torch.int64, device="cuda")
     opt = TopkOptions(begin=begin, end=torch.full((rows,), n, device="cuda"))
     ov, oi = got[0], got[1]
@@ -896,6 +922,36 @@ def test_gpu_smem_histograms(rows, n, k, dtype, variant):
         graph.replay()
         torch.cuda.synchronize()
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype,variant",
+    [
+        (4096, 4096, 512, torch.bfloat16, "vec"),  # short rows, crowded
+        (5, 4095, 100, torch.float16, "vec"),  # no multiple of a vector: element loads
+        (3, 100_000, 512, torch.float32, "vec+nopasses"),  # the split and its merges
+        (1, 2**20, 512, torch.bfloat16, "vec"),  # the passes in one launch
+        (6, 2**20, 512, torch.bfloat16, "vec+tsum+tiles8"),  # six segments a program
+        (3, 700_001, 100, torch.float32, "vec+tsum+tiles4+passes"),  # two, odd N
+    ],
+)
+def test_gpu_vector_loads(rows, n, k, dtype, variant):
+    """``vec_load`` (and ``tile_sum``) at full size: the oracle's top k, bit for bit
+    the element-wise loads', unsorted and by index, with and without windows."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = ShortConfig.variant(variant)
+    assert cfg.vec_load
+    base = dataclasses.replace(cfg, vec_load=False, tile_sum=False)
+    g = torch.Generator(device="cuda").manual_seed(rows)
+    begin = torch.randint(0, n // 2, (rows,), device="cuda", generator=g)
+    end = begin + torch.randint(0, n, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "distinct32"):
+        x = make(kind, rows, n, dtype, "cuda", seed=rows + k)
+        for kw in (dict(), dict(begin=begin, end=end, fill_index=-1)):
+            for order in (Order.NONE, Order.INDEX):
+                got = check(x, k, cfg=cfg, sm=sm, order=order, **kw)
+                same_bits(got, run(x, k, cfg=base, sm=sm, order=order, **kw)[0])
 
 
 def test_radix_passes_write_physical_slots():

@@ -835,21 +835,32 @@ SMEM_LOAD_ASM = tl.constexpr(
 
 
 @triton.jit
-def _smem_histogram(bins, mask, NB: tl.constexpr):
-    """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
-    elements that count) by shared-memory atomics; GPU only (inline PTX). Every
-    thread of the program takes part: a call is block-wide, between barriers.
-    ``bins`` must have at least as many elements as the program has threads (see
-    :func:`_histogram`, which callers take)."""
+def _smem_bins_zero(NB: tl.constexpr):
+    """Start a histogram in shared memory (:func:`_smem_histogram`): its ``NB`` words
+    := 0, between barriers (Triton's earlier uses of the bytes are over)."""
     j = tl.arange(0, NB)
-    tl.debug_barrier()  # shared memory: Triton's earlier uses are over
+    tl.debug_barrier()
     tl.inline_asm_elementwise(
         SMEM_ZERO_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
     tl.debug_barrier()
+
+
+@triton.jit
+def _smem_bins_add(bins, mask):
+    """Add one to the word of each element's bin where ``mask``: after
+    :func:`_smem_bins_zero`, any number of times, with no other use of shared memory
+    in between; ``bins`` at least as long as the program's threads."""
     tl.inline_asm_elementwise(
         SMEM_ADD_ASM, "=r,r,r", [bins, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
+
+
+@triton.jit
+def _smem_bins_read(NB: tl.constexpr):
+    """The histogram's ``NB`` counts (a barrier after the adds, one after the read);
+    and the reservation that makes Triton allocate the words."""
+    j = tl.arange(0, NB)
     tl.debug_barrier()
     h = tl.inline_asm_elementwise(
         SMEM_LOAD_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
@@ -865,6 +876,18 @@ def _smem_histogram(bins, mask, NB: tl.constexpr):
     if zero != 0:
         h += tl.histogram(j, NB)
     return h
+
+
+@triton.jit
+def _smem_histogram(bins, mask, NB: tl.constexpr):
+    """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
+    elements that count) by shared-memory atomics; GPU only (inline PTX). Every
+    thread of the program takes part: a call is block-wide, between barriers.
+    ``bins`` must have at least as many elements as the program has threads (see
+    :func:`_histogram`, which callers take)."""
+    _smem_bins_zero(NB)
+    _smem_bins_add(bins, mask)
+    return _smem_bins_read(NB)
 
 
 @triton.jit

@@ -298,6 +298,30 @@ def _running_count(v, NT: tl.constexpr):
 
 
 @triton.jit
+def _load_spread(
+    base, start, lo_v, hi_v, L, N, M: tl.constexpr, NT: tl.constexpr, V: tl.constexpr
+):  # fmt: skip
+    """``base[start + o]`` for the positions ``o`` of :func:`_spread` (``0 <= o < L``,
+    ``lo_v <= start + o < hi_v``, ``start + o < N``; 0 elsewhere; ``lo_v`` and
+    ``hi_v`` multiples of ``V``), read as each thread's run of consecutive positions
+    in vectors of ``V`` elements: 16-byte loads where the launch knows ``start``,
+    ``L`` and ``N`` multiples of ``V`` too (Triton's specialization of arguments
+    divisible by 16), element by element otherwise; then placed as :func:`_spread`
+    has them."""
+    T: tl.constexpr = NT if NT < M else M
+    R: tl.constexpr = M // T
+    W: tl.constexpr = V if V < R else R
+    # [thread, vector of its run, element of the vector]: a vector load where Triton
+    # knows the mask the same over each vector (the bounds multiples of V)
+    o3 = tl.arange(0, T)[:, None, None] * R + tl.arange(0, R // W)[None, :, None] * W
+    o3 = o3 + tl.arange(0, W)[None, None, :]
+    i3 = start + o3
+    m = (o3 < L) & (i3 >= lo_v) & (i3 < hi_v) & (i3 < N)
+    raw3 = tl.load(base + i3.to(tl.int64), mask=m, other=0)
+    return tl.reshape(tl.trans(tl.reshape(raw3, [T, R])), [M])
+
+
+@triton.jit
 def _compact(keys, idx, thr, c, base, CAND: tl.constexpr, NT: tl.constexpr):
     """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in position
     order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
@@ -472,6 +496,71 @@ def _finish(
 
 
 @triton.jit
+def _slice_pos(
+    N,
+    row,
+    seg,
+    L,
+    begin_ptr,
+    end_ptr,
+    RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    NMAX: tl.constexpr,
+    NT: tl.constexpr,
+):
+    """Slice ``seg`` (positions ``[seg * L, seg * L + L)``) of one input row, laid out by
+    :func:`_spread`: its positions, validity (inside the slice and the row's window),
+    which to load and the row's window ``[lo, hi)``."""
+    o = _spread(NMAX, NT)
+    if HAS_WINDOW:
+        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+    else:
+        lo = 0
+        hi = N
+    idx = seg * L + o
+    valid = (o < L) & (idx >= lo) & (idx < hi)
+    # the load's mask on 16-byte bounds (inside the row), so that it stays one
+    # vector load per 16 bytes; elements outside the window are read, not used
+    V: tl.constexpr = 8 if RAW16 else 4
+    lo_v = (lo // V) * V
+    hi_v = ((hi + V - 1) // V) * V
+    ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
+    return idx, valid, ld, lo, hi
+
+
+@triton.jit
+def _slice_raw(
+    x_row,
+    stride_xc,
+    N,
+    row,
+    seg,
+    L,
+    begin_ptr,
+    end_ptr,
+    RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    NMAX: tl.constexpr,
+    NT: tl.constexpr,
+    VEC: tl.constexpr = False,
+):
+    """:func:`_slice_pos`'s slice read: its raw bits (any value where not valid),
+    positions, validity and the row's window. ``VEC``: each thread's run read by
+    16-byte vector loads where the row is contiguous (:func:`_load_spread`)."""
+    idx, valid, ld, lo, hi = _slice_pos(
+        N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
+    )  # fmt: skip
+    if VEC and stride_xc == 1:
+        V: tl.constexpr = 8 if RAW16 else 4
+        raw = _load_spread(
+            x_row, seg * L, (lo // V) * V, ((hi + V - 1) // V) * V, L, N, NMAX, NT, V
+        )  # fmt: skip
+    else:
+        raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+    return raw, idx, valid, lo, hi
+
+
+@triton.jit
 def _input_slice(
     x_row,
     stride_xc,
@@ -489,25 +578,12 @@ def _input_slice(
     HAS_WINDOW: tl.constexpr,
     NMAX: tl.constexpr,
     NT: tl.constexpr,
+    VEC: tl.constexpr = False,
 ):
-    """Slice ``seg`` (positions ``[seg * L, seg * L + L)``) of one input row, laid out by
-    :func:`_spread`: its keys (any value where not valid), positions, validity (inside
-    the slice and the row's window) and the row's window ``[lo, hi)``."""
-    o = _spread(NMAX, NT)
-    if HAS_WINDOW:
-        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-    else:
-        lo = 0
-        hi = N
-    idx = seg * L + o
-    valid = (o < L) & (idx >= lo) & (idx < hi)
-    # the load's mask on 16-byte bounds (inside the row), so that it stays one
-    # vector load per 16 bytes; elements outside the window are read, not used
-    V: tl.constexpr = 8 if RAW16 else 4
-    lo_v = (lo // V) * V
-    hi_v = ((hi + V - 1) // V) * V
-    ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
-    raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
+    """:func:`_slice_raw` with the raw bits made keys."""
+    raw, idx, valid, lo, hi = _slice_raw(
+        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC
+    )  # fmt: skip
     keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     return keys, idx, valid, lo, hi
 
@@ -570,6 +646,7 @@ def _slice_topk(
     PAGE_SHIFT: tl.constexpr,
     HAS_R2B: tl.constexpr,
     CM: tl.constexpr,
+    VEC: tl.constexpr = False,
 ):
     """Exact top-k of slice ``seg`` of row ``row`` (see :func:`short_rows_kernel`):
     ``src_k``/``src_i`` the row's candidate pairs (``C`` columns valid) in candidate
@@ -588,7 +665,7 @@ def _slice_topk(
     else:
         keys, idx, valid, lo, hi = _input_slice(
             x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC,
         )  # fmt: skip
 
     # invalid elements get key 0: below every pivot and never above P, so that only
@@ -696,6 +773,7 @@ def short_rows_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
+    VEC_LOAD: tl.constexpr = False,
 ):
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
     row ``p // nseg``.
@@ -720,7 +798,7 @@ def short_rows_kernel(
         fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
         scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
         DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX,
-        RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+        RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "", VEC_LOAD,
     )  # fmt: skip
 
 
@@ -868,6 +946,7 @@ def split_fused_kernel(
     PAGED: tl.constexpr = False,
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
+    VEC_LOAD: tl.constexpr = False,
 ):
     """A whole split in one launch: program ``p`` selects segment ``p % nseg`` of row
     ``p // nseg`` (``L`` elements, ``NMAX`` held) into its unit of ``KP`` candidate
@@ -894,7 +973,7 @@ def split_fused_kernel(
         off_scalar, fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch,
         r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, False, True, ORDER,
         HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX, RADIX_BITS,
-        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "", VEC_LOAD,
     )  # fmt: skip
     alive = pid >= 0
     unit = seg
@@ -925,6 +1004,19 @@ def _row_barrier(cnt_ptr, nseg):
 
 
 @triton.jit
+def _digit_bins(keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr):
+    """Radix pass ``P``'s bins and mask (see :func:`_digit_histogram`)."""
+    TOP: tl.constexpr = BITS - DIGIT * P  # the bits above this digit
+    SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
+    NB: tl.constexpr = 1 << DIGIT
+    m = valid
+    if P > 0:
+        m = valid & ((keys >> TOP) == (prefix >> TOP))
+    rbin = (NB - 1 - ((keys >> SH) & ((1 << (TOP - SH)) - 1))).to(tl.int32)
+    return rbin, m
+
+
+@triton.jit
 def _digit_histogram(
     keys, valid, prefix, BITS: tl.constexpr, DIGIT: tl.constexpr, P: tl.constexpr,
     SMEM: tl.constexpr, NT: tl.constexpr,
@@ -933,14 +1025,8 @@ def _digit_histogram(
     last one narrower) of the valid keys whose higher digits are those of ``prefix``;
     bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first). ``SMEM``, ``NT``: by
     shared-memory atomics (``triton_kernels._histogram``)."""
-    TOP: tl.constexpr = BITS - DIGIT * P  # the bits above this digit
-    SH: tl.constexpr = TOP - DIGIT if TOP > DIGIT else 0
-    NB: tl.constexpr = 1 << DIGIT
-    m = valid
-    if P > 0:
-        m = valid & ((keys >> TOP) == (prefix >> TOP))
-    rbin = (NB - 1 - ((keys >> SH) & ((1 << (TOP - SH)) - 1))).to(tl.int32)
-    return K._histogram(rbin, m, NB, SMEM, NT)
+    rbin, m = _digit_bins(keys, valid, prefix, BITS, DIGIT, P)
+    return K._histogram(rbin, m, 1 << DIGIT, SMEM, NT)
 
 
 @triton.jit
@@ -1008,34 +1094,40 @@ def radix_phases_kernel(
     PAGE_SHIFT: tl.constexpr = 0,
     HAS_R2B: tl.constexpr = False,
     SMEM_HIST: tl.constexpr = False,
+    TILE_SUM: tl.constexpr = False,
+    VEC_LOAD: tl.constexpr = False,
 ):
     """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
-    program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase
-    ``p < NPASS`` (one per ``DIGIT``-bit digit of the key, from the top): the
-    histogram of the digit over the segments' valid keys whose higher digits are
-    those chosen so far, added to the row's ``tot [rows, NPASS, 2**DIGIT]`` (zero at
-    launch) and kept per segment as running sums over the bins in ``hs [rows, nseg,
-    NPASS, 2**DIGIT]``. Phase ``NPASS``: each segment's keys above the pivot ``P``
-    and its ties at ``P`` ranked below ``r`` among the row's (the segments before it,
-    then position order), each written at its slot in position order, the segments
-    before it counted from their running sums (above the chosen bin of every pass,
-    in that of the last); segment 0 writes the fills. Every program reads the
-    finished histograms and chooses the digits itself: a phase needs only that the
-    phases before it are complete, by a row barrier (``cnt [rows, NPASS]``, zero at
-    launch) between phases of one launch or by the launches' order. One segment a
-    program (``TILES == 1``) holds its keys in registers throughout; more, each
-    phase reads them again (from L2). ``SMEM_HIST``: the histograms by shared-memory
-    atomics."""
+    program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase ``p <
+    NPASS`` (one per ``DIGIT``-bit digit of the key, from the top): the histogram of the
+    digit over the segments' valid keys whose higher digits are those chosen so far,
+    added to the row's ``tot [rows, NPASS, 2**DIGIT]`` (zero at launch) and kept per
+    program as running sums over the bins in ``hs [rows, nseg, NPASS, 2**DIGIT]`` (its
+    first programs-of-the-row entries of each row). Phase ``NPASS``: each segment's keys
+    above the pivot ``P`` and its ties at ``P`` ranked below ``r`` among the row's (the
+    segments before it, then position order), each written at its slot in position
+    order, the segments of the programs before counted from their running sums (above
+    the chosen bin of every pass, in that of the last), those of its own as it writes
+    them; segment 0 writes the fills. Every program reads the finished histograms and
+    chooses the digits itself: a phase needs only that the phases before it are
+    complete, by a row barrier (``cnt [rows, NPASS]``, zero at launch) between phases of
+    one launch or by the launches' order. One segment a program (``TILES == 1``) holds
+    its keys in registers throughout; more, each phase reads them again (from L2).
+    ``SMEM_HIST``: the histograms by shared-memory atomics; with ``TILE_SUM`` (and
+    ``SMEM_HIST``) a program's segments add to one histogram, and each segment's load is
+    issued before the segment ahead of it is counted or written. ``VEC_LOAD``: the
+    segments read by 16-byte vector loads (:func:`_load_spread`)."""
     nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
     row = pid // nprog
-    seg0 = (pid % nprog) * TILES  # this program's first segment
+    q = pid % nprog  # this program's place in its row
+    seg0 = q * TILES  # its first segment
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
     if TILES == 1:
         keys, idx, valid, lo, hi = _input_slice(
             x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
         )  # fmt: skip
         keys = keys.to(tl.uint32)
     BITS: tl.constexpr = 16 if RAW16 else 32
@@ -1046,7 +1138,7 @@ def radix_phases_kernel(
     cnt_row = cnt_ptr + row64 * NPASS
     hs_row = hs_ptr + row64 * nseg * (NPASS * NB)
     b = tl.arange(0, NSEGP)
-    gto = tl.zeros([NSEGP], tl.int32)  # keys above P in each segment of the row
+    gto = tl.zeros([NSEGP], tl.int32)  # keys above P in each program of the row
     eqo = tl.zeros([NSEGP], tl.int32)  # ... and at P
     prefix = tl.full((), 0, tl.uint32)  # the digits chosen so far, in place
     rem = k  # the rank of the pivot among the keys that share them
@@ -1060,33 +1152,49 @@ def radix_phases_kernel(
                 kk = tl.minimum(k, tl.sum(tot, axis=0))
                 rem = kk
             prefix, rem, nb = _choose_digit(tot, prefix, rem, BITS, DIGIT, p - 1)
-            if LAST == NPASS:  # the write to come: the segments before, from their sums
+            if LAST == NPASS:  # the write to come: the programs before, from their sums
                 hs_b = hs_row + (b * NPASS + p - 1) * NB
                 up = tl.load(
-                    hs_b + tl.maximum(nb - 1, 0), mask=b < seg0, other=0, cache_modifier=".cg"
+                    hs_b + tl.maximum(nb - 1, 0), mask=b < q, other=0, cache_modifier=".cg"
                 )
                 up = tl.where(nb > 0, up, 0)  # no bin above the first
                 gto += up
                 if p == NPASS:
-                    at = tl.load(hs_b + nb, mask=b < seg0, other=0, cache_modifier=".cg")
+                    at = tl.load(hs_b + nb, mask=b < q, other=0, cache_modifier=".cg")
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
             if TILES == 1:
                 h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
-                tl.store(hs_row + (seg0 * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
+            elif TILE_SUM and SMEM_HIST and NMAX >= NT:  # one histogram, loads ahead
+                K._smem_bins_zero(NB)
+                raw, _, _, _, _ = _slice_raw(
+                    x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16,
+                    HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                )  # fmt: skip
+                for t in tl.range(TILES):
+                    nxt, _, _, _, _ = _slice_raw(
+                        x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
+                        begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                    )  # fmt: skip
+                    _, valid, _, _, _ = _slice_pos(
+                        N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
+                    )  # fmt: skip
+                    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+                    bins, m = _digit_bins(keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p)
+                    K._smem_bins_add(bins, m)
+                    raw = nxt
+                h = K._smem_bins_read(NB)
             else:
                 h = tl.zeros([NB], tl.int32)
                 for t in tl.range(TILES):
                     keys, idx, valid, lo, hi = _input_slice(
                         x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
-                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
                     )  # fmt: skip
-                    ht = _digit_histogram(
+                    h += _digit_histogram(
                         keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT
                     )
-                    hs_t = hs_row + ((seg0 + t) * NPASS + p) * NB + j
-                    tl.store(hs_t, tl.cumsum(ht, axis=0), mask=seg0 + t + j * 0 < nseg)
-                    h += ht
+            tl.store(hs_row + (q * NPASS + p) * NB + j, tl.cumsum(h, axis=0))
             tl.atomic_add(tot_row + p * NB + j, h, mask=h > 0, sem="relaxed", scope="gpu")
         if p >= FIRST and p <= LAST and p == NPASS:
             off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
@@ -1101,11 +1209,27 @@ def radix_phases_kernel(
                     PAGE_SHIFT, HAS_R2B,
                 )  # fmt: skip
             else:
+                raw, _, _, _, _ = _slice_raw(
+                    x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW,
+                    NMAX, NT, VEC_LOAD,
+                )  # fmt: skip
                 for t in tl.range(TILES):
-                    keys, idx, valid, lo, hi = _input_slice(
-                        x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
-                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
+                    if TILE_SUM:  # the next segment's load in flight while this one is written
+                        nxt, _, _, _, _ = _slice_raw(
+                            x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
+                            begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                        )  # fmt: skip
+                    else:
+                        raw, _, _, _, _ = _slice_raw(
+                            x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16,
+                            HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                        )  # fmt: skip
+                        nxt = raw
+                    idx, valid, _, _, _ = _slice_pos(
+                        N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
                     )  # fmt: skip
+                    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+                    raw = nxt
                     gt, eq = _write_segment(
                         x_row, stride_xc, keys.to(tl.uint32), idx, valid, prefix, rem, gt0,
                         eq0, kk, k, seg0 + t == 0, row, off, oi_ptr + row64 * stride_oir,
@@ -1301,6 +1425,8 @@ class ShortConfig:
     pass_tiles_max_bits: int = 16
     smem_hist: bool = True
     split_lean: bool = True
+    tile_sum: bool = False
+    vec_load: bool = False
 
     __hash__ = _hash_once
 
@@ -1346,6 +1472,10 @@ class ShortConfig:
                 fields_["radix_passes"] = None
             elif part in ("lean", "nolean"):
                 fields_["split_lean"] = part == "lean"
+            elif part in ("tsum", "notsum"):
+                fields_["tile_sum"] = part == "tsum"
+            elif part in ("vec", "novec"):
+                fields_["vec_load"] = part == "vec"
             elif part in ("smem", "nosmem"):
                 fields_["smem_hist"] = part == "smem"
             elif part == "nopasses":
@@ -1640,6 +1770,7 @@ def kernel_constants(
         PREFILTER=prefilters(plan, level),
         CAND=cand_size(level.nmax, plan.kp),
         NT=32 * level.num_warps,
+        VEC_LOAD=plan.cfg.vec_load,
     )
 
 
@@ -1695,7 +1826,8 @@ def passes_constants(
     common.update(HAS_WINDOW=has_window, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values)
     common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
     common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
-    common.update(SMEM_HIST=smem_hist(plan.cfg))
+    common.update(SMEM_HIST=smem_hist(plan.cfg), TILE_SUM=plan.cfg.tile_sum)
+    common.update(VEC_LOAD=plan.cfg.vec_load)
     last = pass_count(dtype, plan)
     if sync:
         return [dict(common, FIRST=0, LAST=last)]
