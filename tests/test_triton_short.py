@@ -721,7 +721,7 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     """With ``radix_passes=None`` (on a GPU, where Triton launches cooperatively) a
     split unsorted or by index with k > 1 takes the radix passes where its rows'
     segments, as many as there are SMs and at least 1024 long, fit one launch (up to
-    four a program); with
+    six a program); with
     no split (k > nmax / 4) they also take any k; sorted by value they take the
     split or the stream."""
     from deepselect import triton_short
@@ -740,8 +740,8 @@ def test_plan_radix_passes_where_one_launch_holds_them():
         assert p.passes and p.grid_sync and p.pass_level.L == L, describe(p)
         assert rows * p.pass_level.nseg <= 132 and p.pass_level.nseg == -(-n // L)
         assert p.pass_level.num_warps == _warps(L) and p.levels[0].L == 8192  # the split too
-    assert not plan(6, 2**20, 512).passes  # 768 segments of 8192
-    assert plan(6, 2**20, 512, sm=768).passes
+    assert not plan(7, 2**20, 512).passes  # 896 segments of 8192, 8 a program
+    assert plan(7, 2**20, 512, sm=896).passes
     assert not plan(1, 2**20, 512, cfg=ShortConfig(radix_passes=False)).passes
     assert not plan(1, 2**20, 512, cfg=dataclasses.replace(auto, grid_sync=False)).passes
     p = plan(1, 2**20, 512, cfg=ShortConfig(grid_sync=False, radix_passes=True))
@@ -753,11 +753,12 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(1, 4096, 512).kind == "short"
     assert plan(1, 2**20, 2).passes and not plan(1, 2**20, 1).passes  # a cheap split
     assert plan(1, 2**20, 1, cfg=ShortConfig(radix_passes=True)).passes
-    # up to four segments a program where the rows need them
+    # up to six segments a program where the rows need them
     p = plan(1, 2**21, 1231)
     assert p.passes and p.grid_sync and p.pass_tiles == 2 and p.pass_level.nseg == 256
     assert plan(1, 2**22, 64).pass_tiles == 4 and plan(2, 2**20, 512).pass_tiles == 2
-    assert not plan(1, 2**23, 512).passes and not plan(5, 2**20, 512).passes
+    assert plan(5, 2**20, 512).pass_tiles == 5 and plan(6, 2**20, 512).pass_tiles == 6
+    assert not plan(1, 2**23, 512).passes and not plan(7, 2**20, 512).passes
     assert not plan(1, 2**22, 64, cfg=dataclasses.replace(auto, pass_max_tiles=3)).passes
     assert plan(1, 2**20, 1231).pass_tiles == 1
     assert not plan(2, 2**20, 512, bits=32).passes  # 32-bit keys: one segment a program

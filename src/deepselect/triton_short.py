@@ -18,7 +18,7 @@ slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
   (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
   counter) merges it, and so on up the levels; otherwise one launch per level.
 * **radix passes** (a split unsorted or by index, k > 1, where the rows'
-  segments fit one launch at up to four a program): one cooperative launch
+  segments fit one launch at up to six a program): one cooperative launch
   (every program resident, or the launch refused) of one program per SM, each
   holding its segment's keys in registers the whole time (:func:`radix_phases_kernel`;
   with several segments a program, read again each phase). Per 8-bit digit of the
@@ -1377,7 +1377,8 @@ class ShortConfig:
         ``smem_hist`` 2 x 1M (2) 0.037 / 0.031, 1 x 4M (4) 0.066 / 0.053, 6 x 1M
         (6) 0.077 / 0.075; fp32 (four passes, each reading the segments again) 14 x
         129,280 (2) 0.044 / 0.054, 2 x 1M (2) 0.052 / 0.056, so by default several
-        segments a program only for keys of up to ``pass_tiles_max_bits``.
+        segments a program only for keys of up to ``pass_tiles_max_bits``. With
+        ``vec_load`` and ``tile_sum``: 6 x 1M (6) 0.065 / 0.057.
     pass_min_k: ``radix_passes=None`` takes the passes for k above this only: at
         k = 1 the split's selections are as cheap (on an H200, bf16 1 x 1M, graph
         replays, split / passes, ms, ``smem_hist``: k = 1 0.012 / 0.012, k = 64
@@ -1396,6 +1397,22 @@ class ShortConfig:
         H200 (graph replays, bf16 k = 512, ms, the prefilter at 6-bit digits /
         lean): 6 x 1M 0.077 / 0.070, 14 x 1M 0.130 / 0.104; short rows (not a
         split) keep the prefilter (4096 x 4096 0.093 / 0.097).
+    tile_sum: a radix passes' program adds its segments to one shared-memory
+        histogram and issues each segment's load before the one ahead is counted or
+        written (``radix_phases_kernel``'s ``TILE_SUM``). On an H200 (graph replays,
+        ms, bf16 k = 512, with ``vec_load``, segments a program, without / with):
+        6 x 1M (6) 0.059 / 0.057, 4 x 1M (4) 0.042 / 0.041, 2 x 1M (2) 0.025 /
+        0.025, 1 x 4M (4) 0.042 / 0.041; without ``vec_load`` it lost (6 x 1M
+        0.072 / 0.077: its element loads ahead spilled).
+    vec_load: each thread's run of the input read as 16-byte vectors and placed in
+        the spread layout in registers (:func:`_load_spread`), instead of one
+        element a thread per load (32 sectors a warp load). On an H200 (graph
+        replays, ms, k = 512, element / vector loads): bf16 4096 x 4096 0.093 /
+        0.082, k = 1024 0.108 / 0.093, fp32 4096 x 4096 0.133 / 0.108, bf16 6 x 1M
+        (the split) 0.070 / 0.065, 14 x 1M 0.104 / 0.096, fp32 6 x 129,280 0.019 /
+        0.017, the passes 6 x 1M (6 a program) 0.072 / 0.059, 4 x 1M 0.051 /
+        0.042, 1 x 4M 0.052 / 0.042, 2 x 1M 0.031 / 0.025; 1 x 1M and 6 x 64K
+        (0.012, 0.009) even.
     """
 
     nmax: int = 8192
@@ -1420,13 +1437,13 @@ class ShortConfig:
     grid_sync: bool = True
     grid_per_sm: float = 1.0
     pass_min_k: int = 1
-    pass_max_tiles: int = 4
+    pass_max_tiles: int = 6
     pass_tiles_min_k: int = 0
     pass_tiles_max_bits: int = 16
     smem_hist: bool = True
     split_lean: bool = True
-    tile_sum: bool = False
-    vec_load: bool = False
+    tile_sum: bool = True
+    vec_load: bool = True
 
     __hash__ = _hash_once
 
