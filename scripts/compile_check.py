@@ -1,6 +1,9 @@
 """Compile the Triton kernels for an H100/H200 (sm_90) on a machine without a GPU and
 report registers, spills and shared memory: catches compile errors and register
-pressure before any GPU time is spent.
+pressure before any GPU time is spent. Each kernel is built as a launch on
+contiguous rows and outputs would specialize it (:func:`launch_specialization`:
+16-byte aligned pointers, integer arguments equal to 1 or divisible by 16), so
+that its loads vectorize as they do on the GPU.
 
     python scripts/compile_check.py [--dtype bf16|fp16|fp32] [--k 512] [--ptx out.ptx]
     python scripts/compile_check.py --short 4096x8192 --dtype bf16 --order none --paged
@@ -29,6 +32,7 @@ from deepselect import triton_short
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
     LaunchConfig,
+    _fill_bits,
     check_variant,
     kernel_constants,
     launch_config,
@@ -39,6 +43,25 @@ from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 H200_SMS = 132
+
+
+def launch_specialization(fn, sig: dict, values: dict) -> tuple[dict, dict]:
+    """What Triton's launch specializes, for a build without a GPU: every pointer
+    16-byte aligned (torch's allocations are), and each integer argument of a known
+    value (``values``) a compile-time 1 where it is 1, divisible by 16 where it is.
+    Returns the ``ASTSource`` attributes and the constants to add."""
+    names = list(inspect.signature(fn.fn).parameters)
+    div16 = [["tt.divisibility", 16]]
+    attrs, ones = {}, {}
+    for name, t in sig.items():
+        if t.startswith("*"):
+            attrs[(names.index(name),)] = div16
+        elif t != "constexpr" and name in values:
+            if values[name] == 1:
+                ones[name] = 1
+            elif values[name] % 16 == 0:
+                attrs[(names.index(name),)] = div16
+    return attrs, ones
 
 
 def compile_rows_kernel(
@@ -129,9 +152,18 @@ def compile_rows_kernel(
     )
     consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
     consts.update(HAS_R2B=paged)
+    # the integer arguments of a launch on [rows, n] (4096 x 1M unless ``stream``
+    # says), its outputs contiguous, default options
+    rows, n = stream if stream is not None else (4096, 1 << 20)
+    fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
+    values = dict(stride_x=n, rows=rows, N=n, off_scalar=0, stride_ov=k, stride_oi=k, k=k)
+    values.update(B2=cfg.B2, fill_index=-1, fill_bits=fill, seed=0)
+    values.update(page_stride=0, max_pages=0, n_batch=0)
+    attrs, ones = launch_specialization(K.deepselect_rows_kernel, sig, values)
+    consts.update(ones)
     for name in consts:
         sig[name] = "constexpr"
-    src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts)
+    src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts, attrs=attrs)
     return triton.compile(
         src,
         target=GPUTarget("cuda", 90, 32),
@@ -176,23 +208,20 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
         consts = {**defaults, **kw}
         launch = ("num_warps", "maxnreg", "launch_cooperative_grid")
         opts = {o: consts.pop(o) for o in launch if o in consts}
-        if k == 1:
-            consts["k"] = 1
-        consts["stride_xc"] = 1  # contiguous rows, as a launch on them specializes
         types = signature(dtype, False)  # in the kernel's order, its own arguments
         names = list(inspect.signature(kernel.fn).parameters)
         sig = {name: types[name] for name in names if name in types}
         sig.update({name: "constexpr" for name in consts})
-        # what Triton's launch also specializes: 16-byte aligned pointers, and the
-        # row length, its stride and the slice length where they are multiples of 16
-        aligned = {"N", "stride_xr"} if n % 16 == 0 else set()
-        if lv.L % 16 == 0:
-            aligned.add("L")
-        attrs = {
-            (names.index(name),): [["tt.divisibility", 16]]
-            for name, t in sig.items()
-            if t.startswith("*") or name in aligned
-        }
+        # the integer arguments of a launch on contiguous rows and outputs, default
+        # options (the candidate buffers' widths left out: the plan's)
+        values = dict(stride_xr=n, stride_xc=1, N=n, k=k, L=lv.L, nseg=lv.nseg)
+        values.update(stride_ovr=k, stride_ovc=1, stride_oir=k, stride_oic=1, off_scalar=0)
+        fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
+        values.update(fill_index=-1, fill_bits=fill)
+        values.update(page_stride=0, max_pages=0, n_batch=0)
+        attrs, ones = launch_specialization(kernel, sig, values)
+        consts.update(ones)
+        sig.update({name: "constexpr" for name in ones})
         src = ASTSource(kernel, sig, constexprs=consts, attrs=attrs)
         c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
         out.append((lv, opts.get("maxnreg"), c))
