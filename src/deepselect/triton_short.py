@@ -36,7 +36,8 @@ How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
 running count in position order (steps 1b and 3) is a scan within each thread and one
-scan across the threads' totals.
+scan across the threads' totals; the input is read as each thread's run in 16-byte
+vectors (:func:`_load_spread`, ``ShortConfig.vec_load``).
 
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
