@@ -266,11 +266,14 @@ def sass_stats(cubin: bytes) -> str:
     (static: a loop body counts once)."""
     ops = collections.Counter()
     for line in sass(cubin).splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)([.A-Z0-9_]*)", line)
         if m:
             ops[m.group(1)] += 1
-    keys = ("VOTE", "POPC", "LOP3", "ISETP", "SEL", "SHFL", "ATOMS", "BAR")
-    return f"sass={sum(ops.values())} " + " ".join(f"{o}={ops[o]}" for o in keys)
+            if m.group(1) == "LDG" and ".128" in m.group(2):  # 16-byte global loads
+                ops["LDG128"] += 1
+    keys = ("VOTE", "POPC", "LOP3", "ISETP", "SEL", "SHFL", "ATOMS", "BAR", "LDG128")
+    total = sum(n for o, n in ops.items() if o != "LDG128")
+    return f"sass={total} " + " ".join(f"{o}={ops[o]}" for o in keys)
 
 
 def config_overrides(spec: str) -> dict:

@@ -129,6 +129,25 @@ def test_smem_histograms_have_their_shared_memory():
     assert "smem_hist=0" in line, line
 
 
+def test_short_launches_read_their_input_in_vectors():
+    """``ShortConfig.vec_load``: the short rows' select, the split and the radix
+    passes read each thread's run of contiguous input with 16-byte loads (as a launch
+    on contiguous rows specializes them), not one element a thread per load."""
+    runs = [
+        (("--short", "4096x4096", "--dtype", "bf16"), 2),  # 16 keys a thread: 2 x 8
+        (("--short", "4096x4096", "--dtype", "fp32"), 4),
+        (("--short", "1x1048576", "--dtype", "bf16"), 2),  # the passes in one launch
+        (("--short", "14x1048576", "--dtype", "bf16"), 2),  # the split
+    ]
+    for args, loads in runs:
+        for variant, least in (("radix", loads), ("novec", 0)):
+            (line, *_) = compile_check(  # the launch that reads the input
+                *args, "--order", "none", "--variant", variant, "--sass-stats"
+            )
+            vec = int(re.search(r"LDG128=(\d+)", line).group(1))
+            assert vec >= least if least else vec == 0, (variant, line)
+
+
 def test_crowded_stream_launch_builds_at_its_cap():
     """The crowded fp32 launches as run_triton takes them on an H200 (stream_config:
     three programs per SM), sorted, assemble within their 80-register cap: rows
