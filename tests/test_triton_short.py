@@ -198,6 +198,7 @@ def test_vector_loads_same_bits(cfg, dtype):
     no multiple of a vector, windows with unaligned ends, a strided input, and the
     radix passes adding several segments to one histogram."""
     vec = dataclasses.replace(cfg, vec_load=True, tile_sum=True)
+    cfg = dataclasses.replace(cfg, vec_load=False, tile_sum=False)  # element by element
     x = make("distinct32", 3, 301, dtype, DEV, seed=11)
     begin = torch.tensor([0, 3, 157], device=DEV)
     end = torch.tensor([301, 250, 163], device=DEV)
