@@ -64,6 +64,13 @@ def launch_specialization(fn, sig: dict, values: dict) -> tuple[dict, dict]:
     return attrs, ones
 
 
+def call_defaults(dtype) -> dict:
+    """Integer arguments every launch passes the same way with default options: no
+    index offset, fill index -1 and the dtype's fill value, no page map."""
+    fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
+    return dict(off_scalar=0, fill_index=-1, fill_bits=fill, page_stride=0, max_pages=0, n_batch=0)
+
+
 def compile_rows_kernel(
     dtype,
     k,
@@ -155,10 +162,8 @@ def compile_rows_kernel(
     # the integer arguments of a launch on [rows, n] (4096 x 1M unless ``stream``
     # says), its outputs contiguous, default options
     rows, n = stream if stream is not None else (4096, 1 << 20)
-    fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
-    values = dict(stride_x=n, rows=rows, N=n, off_scalar=0, stride_ov=k, stride_oi=k, k=k)
-    values.update(B2=cfg.B2, fill_index=-1, fill_bits=fill, seed=0)
-    values.update(page_stride=0, max_pages=0, n_batch=0)
+    values = dict(stride_x=n, rows=rows, N=n, stride_ov=k, stride_oi=k, k=k, B2=cfg.B2, seed=0)
+    values.update(call_defaults(dtype))
     attrs, ones = launch_specialization(K.deepselect_rows_kernel, sig, values)
     consts.update(ones)
     for name in consts:
@@ -215,10 +220,8 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
         # the integer arguments of a launch on contiguous rows and outputs, default
         # options (the candidate buffers' widths left out: the plan's)
         values = dict(stride_xr=n, stride_xc=1, N=n, k=k, L=lv.L, nseg=lv.nseg)
-        values.update(stride_ovr=k, stride_ovc=1, stride_oir=k, stride_oic=1, off_scalar=0)
-        fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
-        values.update(fill_index=-1, fill_bits=fill)
-        values.update(page_stride=0, max_pages=0, n_batch=0)
+        values.update(stride_ovr=k, stride_ovc=1, stride_oir=k, stride_oic=1)
+        values.update(call_defaults(dtype))
         attrs, ones = launch_specialization(kernel, sig, values)
         consts.update(ones)
         sig.update({name: "constexpr" for name in ones})

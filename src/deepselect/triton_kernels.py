@@ -1099,12 +1099,12 @@ def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: 
     counts of the steps that moved the range's ends; else placeholders)."""
     c_ge = total
     c_gt = total * 0
-    if REG_SEARCH == 3:  # empty slots hold key 0, as _radix_select takes invalid elements
-        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 6)  # digits of <= 6 bits
-        c_ge = total * 0 - 1
-        c_gt = c_ge
-    elif REG_SEARCH == 5:  # the same with 8-bit digits, histograms in shared memory
-        pk, _ = _radix_select(keys, total, hi, pk, kk, 32, 8, True, NT_STREAM)
+    if REG_SEARCH == 3 or REG_SEARCH == 5:  # empty slots hold key 0, as _radix_select
+        # takes invalid elements; digits of <= 6 bits, or (5) of 8 with the histograms
+        # in shared memory
+        pk, _ = _radix_select(
+            keys, total, hi, pk, kk, 32, 8 if REG_SEARCH == 5 else 6, REG_SEARCH == 5, NT_STREAM
+        )  # fmt: skip
         c_ge = total * 0 - 1
         c_gt = c_ge
     elif REG_SEARCH == 4:

@@ -497,6 +497,14 @@ def _finish(
 
 
 @triton.jit
+def _vector_bounds(lo, hi, V: tl.constexpr):
+    """The window ``[lo, hi)`` widened to multiples of ``V`` elements (16 bytes), so
+    that a load masked by it stays one vector load per 16 bytes; the elements it adds
+    are read, not used."""
+    return (lo // V) * V, ((hi + V - 1) // V) * V
+
+
+@triton.jit
 def _slice_pos(
     N,
     row,
@@ -520,11 +528,7 @@ def _slice_pos(
         hi = N
     idx = seg * L + o
     valid = (o < L) & (idx >= lo) & (idx < hi)
-    # the load's mask on 16-byte bounds (inside the row), so that it stays one
-    # vector load per 16 bytes; elements outside the window are read, not used
-    V: tl.constexpr = 8 if RAW16 else 4
-    lo_v = (lo // V) * V
-    hi_v = ((hi + V - 1) // V) * V
+    lo_v, hi_v = _vector_bounds(lo, hi, 8 if RAW16 else 4)  # the load's, inside the row
     ld = (o < L) & (idx >= lo_v) & (idx < hi_v) & (idx < N)
     return idx, valid, ld, lo, hi
 
@@ -553,9 +557,8 @@ def _slice_raw(
     )  # fmt: skip
     if VEC and stride_xc == 1:
         V: tl.constexpr = 8 if RAW16 else 4
-        raw = _load_spread(
-            x_row, seg * L, (lo // V) * V, ((hi + V - 1) // V) * V, L, N, NMAX, NT, V
-        )  # fmt: skip
+        lo_v, hi_v = _vector_bounds(lo, hi, V)
+        raw = _load_spread(x_row, seg * L, lo_v, hi_v, L, N, NMAX, NT, V)
     else:
         raw = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=ld, other=0)
     return raw, idx, valid, lo, hi
