@@ -1470,7 +1470,8 @@ class ShortConfig:
         holds them: the default), ``nopasses`` (the split, never the passes),
         ``tilesN`` (up to N segments a program of the passes), ``smem`` / ``nosmem``
         (histograms in shared memory or not: ``smem_hist``), ``lean`` / ``nolean``
-        (``split_lean``), ``gridN`` (N of the
+        (``split_lean``), ``tsum`` / ``notsum`` (``tile_sum``), ``vec`` / ``novec``
+        (``vec_load``), ``gridN`` (N of the
         passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
@@ -1514,8 +1515,8 @@ class ShortConfig:
             else:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, fused, levelled, "
-                    "splitN or segN joined by '+', "
+                    "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
+                    "novec, fused, levelled, splitN or segN joined by '+', "
                     f"optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
