@@ -6,10 +6,12 @@
 # quick table with ROBUST_VARIANT, else VARIANT), then the GPU
 # test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
 # TESTS=none skips them). TABLE=0 skips the table.
+# READ=1 the plain-read ceiling (benchmarks/read_ceiling.py, READ_ARGS its options),
 # SHORT=1 adds the few/short-rows table (SHORT_ARGS its options; SHORT_DIST="ascending
 # distinct32" the same on those rows, SHORT_DIST_ARGS their options), HOST=1 small
 # calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
-# NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset),
+# NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset;
+# NCU_ARGS one_call.py's shape options, e.g. "--rows 4096 --w32"),
 # NCU_SOURCE="name:one_call.py args;..." each launch's stall samples per SASS instruction,
 # ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure),
 # SANITIZE=1 compute-sanitizer memcheck / racecheck over scripts/sanitize_cases.py (our
@@ -39,12 +41,12 @@ if [ "${TABLE:-1}" = 1 ]; then
 fi
 if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, normal and preset
   for pre in "" --preset ${NCU_EXTRA:-}; do  # NCU_EXTRA="--w32" adds a third launch
-    (cd benchmarks && timeout ${NCU_TIMEOUT:-120} ncu --kernel-name regex:deepselect_rows_kernel \
+    (cd benchmarks && timeout ${NCU_TIMEOUT:-120} ncu --clock-control none --kernel-name regex:deepselect_rows_kernel \
       --launch-skip 1 --launch-count 1 --section WarpStateStats --section SchedulerStats \
       --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-      --section SourceCounters --section InstructionStats \
+      --section SourceCounters --section InstructionStats --section SpeedOfLight \
       --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
-      python3 one_call.py $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "stalled|Warp Cycles|Issued Warp|Eligible Warps|Memory Throughput|L2 Hit" | sort -k3 -g -r | head -30
+      python3 one_call.py ${NCU_ARGS:-} $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "stalled|Warp Cycles|Issued Warp|Eligible Warps|Memory Throughput|DRAM Throughput|L2 Hit|Duration|Executed Ipc" | sort -k3 -g -r | head -30
   done
 fi
 if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one launch each:
@@ -53,13 +55,16 @@ if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one l
   IFS=';' read -ra runs <<<"$NCU_SOURCE"
   for r in "${runs[@]}"; do
     name=${r%%:*}; args=${r#*:}
-    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --kernel-name regex:${NCU_KERNEL:-deepselect_rows_kernel} \
+    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-deepselect_rows_kernel} \
       --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
       -f -o "/tmp/src_$name" python3 one_call.py $args) >>"$OUT/ncu_src.log" 2>&1
     ncu --import "/tmp/src_$name.ncu-rep" --page source --csv --print-source sass >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log" \
       || ncu --import "/tmp/src_$name.ncu-rep" --page source --csv >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log"
     echo "ncu source $name: $(wc -l <"$OUT/src_$name.csv") lines"
   done
+fi
+if [ "${READ:-0}" = 1 ]; then  # the plain-read ceiling (benchmarks/read_ceiling.py, READ_ARGS)
+  (cd benchmarks && timeout ${READ_TIMEOUT:-200} python3 read_ceiling.py ${READ_ARGS:-}) 2>&1 | tee "$OUT/read.txt"
 fi
 if [ "${SHORT:-0}" = 1 ]; then
   (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py ${SHORT_ARGS:-}) 2>&1 | tee "$OUT/short.txt"
