@@ -12,8 +12,9 @@ segments, unsorted; ``passesB`` of B-bit digits, ``+nosync`` a launch per phase,
 ``onlysync`` only where one launch holds them: the default, ``nopasses`` never,
 ``tilesN`` up to N segments a program, ``gridN`` N programs per SM), ``smem`` (the
 histograms by shared-memory atomics), ``lean`` (the lean split), ``tsum`` (one
-histogram over a passes program's segments), ``vec`` (vector loads; each of these four
-also ``no``-prefixed), ``fused`` (a
+histogram over a passes program's segments), ``vec`` (vector loads), ``staged`` (the
+passes' write staged at the output slots; each of these five also ``no``-prefixed),
+``fused`` (a
 split's merges in its one launch, the default where its programs are few),
 ``levelled`` (one launch per merge level), ``splitN`` (rows of up to N split into
 short segments at any batch, e.g. ``split16384``), ``segN`` (segments of N), parts
@@ -64,7 +65,8 @@ def main() -> None:
         "(rows of up to N split at any batch), segN (segments of N), passes, passesB, "
         "nosync, onlysync, nopasses, tilesN, gridN (the radix passes), smem (histograms in "
         "shared memory), lean (the lean split), tsum (one histogram over a passes program's "
-        "segments), vec (vector loads), each also no-prefixed (ShortConfig.variant); "
+        "segments), vec (vector loads), staged (the passes' write staged at the output "
+        "slots), each also no-prefixed (ShortConfig.variant); "
         "parts joined by '+'; @CAP",
     )
     p.add_argument(

@@ -785,6 +785,49 @@ def test_radix_passes_several_segments_a_program(rows, n, sm, tiles, tile_sum):
     check(x, 12, **win, index_offset=torch.arange(rows, device=DEV), largest=False)
 
 
+@pytest.mark.parametrize("sm, tiles", [(24, 1), (8, 4)])
+def test_radix_passes_staged_write(sm, tiles):
+    """``staged_write``: each program stages its selected positions at their output
+    slots and then writes its run of slots out at once (indices mapped, values read):
+    bit for bit the direct write, one segment a program (held in registers) or
+    several; windows (a part, fewer valid than k, an empty one), fills, per-row
+    offsets, int64 indices, no values, smallest first, and a page map."""
+    from deepselect.triton_backend import PageMap
+
+    staged = dataclasses.replace(PASSES, staged_write=True)
+    x = make("distinct32", 3, 900, torch.bfloat16, DEV, seed=5)
+    plan = short_path(x, 12, TopkOptions(), sm, staged)
+    assert plan.passes and plan.pass_tiles == tiles, describe(plan)
+    win = dict(
+        begin=torch.tensor([0, 130, 600], device=DEV), end=torch.tensor([900, 139, 600], device=DEV)
+    )
+    cases = [
+        dict(),
+        dict(
+            order=Order.INDEX,
+            fill_index=-2,
+            fill_value=0.25,
+            index_offset=torch.arange(3, device=DEV),
+            **win,
+        ),
+        dict(index_dtype=torch.int64, largest=False, values=False, index_offset=5, **win),
+    ]
+    for kw in cases:
+        got = check(x, 12, cfg=staged, sm=sm, **kw)
+        same_bits(got, run(x, 12, cfg=PASSES, sm=sm, **kw)[0])
+    g = torch.Generator().manual_seed(2)
+    table = torch.randperm(2 * 300, generator=g).to(torch.int32).reshape(2, -1).to(DEV)
+    page = PageMap(table, 4, torch.tensor([1, 0, 1], device=DEV))
+    opt = TopkOptions(order=Order.INDEX, **win)
+    got = []
+    for cfg in (staged, PASSES):
+        oi = torch.full((3, 12), -77, dtype=torch.int32, device=DEV)
+        run_short(x, 12, opt, None, oi, short_path(x, 12, opt, sm, cfg), page=page)
+        got.append(oi)
+    assert torch.equal(got[0], got[1])
+    assert (got[0][1, 9:] == opt.fill_index).all() and (got[0][2] == opt.fill_index).all()
+
+
 def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
     """A device that refuses the passes' cooperative launch (fewer SMs to the
     process than it has) gets the same result from one launch per phase, a warning
@@ -951,6 +994,36 @@ def test_gpu_vector_loads(rows, n, k, dtype, variant):
     for kind in ("normal", "distinct32"):
         x = make(kind, rows, n, dtype, "cuda", seed=rows + k)
         for kw in (dict(), dict(begin=begin, end=end, fill_index=-1)):
+            for order in (Order.NONE, Order.INDEX):
+                got = check(x, k, cfg=cfg, sm=sm, order=order, **kw)
+                same_bits(got, run(x, k, cfg=base, sm=sm, order=order, **kw)[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype,variant",
+    [
+        (1, 2**20, 512, torch.bfloat16, "staged"),  # one segment a program
+        (6, 2**20, 512, torch.bfloat16, "staged+tiles8"),  # six a program
+        (2, 2**21 - 3, 1231, torch.float16, "staged"),  # odd N, k not a power of two
+        (6, 129_280, 2048, torch.float32, "staged+passes"),  # 32-bit keys
+    ],
+)
+def test_gpu_radix_passes_staged_write(rows, n, k, dtype, variant):
+    """``staged_write`` at full size: the oracle's top k, bit for bit the direct
+    write, unsorted and by index, with windows, fills and offsets, int64 indices."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = ShortConfig.variant(variant)
+    assert cfg.staged_write
+    base = dataclasses.replace(cfg, staged_write=False)
+    assert short_path(torch.empty(rows, n, dtype=dtype), k, TopkOptions(), sm, cfg).passes
+    g = torch.Generator(device="cuda").manual_seed(rows)
+    begin = torch.randint(0, n // 2, (rows,), device="cuda", generator=g)
+    end = begin + torch.randint(0, n, (rows,), device="cuda", generator=g)
+    win = dict(begin=begin, end=end, fill_index=-1, index_offset=7, index_dtype=torch.int64)
+    for kind in ("normal", "distinct32"):
+        x = make(kind, rows, n, dtype, "cuda", seed=rows + k)
+        for kw in (dict(), win):
             for order in (Order.NONE, Order.INDEX):
                 got = check(x, k, cfg=cfg, sm=sm, order=order, **kw)
                 same_bits(got, run(x, k, cfg=base, sm=sm, order=order, **kw)[0])

@@ -379,6 +379,46 @@ def _write_in_order(
 
 
 @triton.jit
+def _write_staged(
+    x_row, stride_xc, s0, n, kk, k, fills, row, off, oi_row, stride_oic, ov_row, stride_ovc,
+    fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
+    RAW16: tl.constexpr, SORT: tl.constexpr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr,
+    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+):  # fmt: skip
+    """Outputs ``s0 .. s0 + n - 1`` (``n <= KP``) hold row positions staged there by
+    this program's threads (before a barrier): each is read back and written again
+    as its index (the row's offset or its cache slot) with its value, so that the
+    mapping and the value's read run once per output rather than once per element
+    held. ``SORT`` (``s0 = 0``, ``n = kk``): the outputs first put best first. Where
+    ``fills``, outputs ``kk .. k - 1`` get the fill index and value."""
+    q = tl.arange(0, KP)
+    real = q < n
+    so = (s0 + q).to(tl.int64)
+    ci = tl.load(oi_row + so * stride_oic, mask=real, other=0).to(tl.int32)
+    if SORT:
+        craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
+        ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+        ci = K._best_first(ck, ci, real)
+        tl.debug_barrier()  # every read of the staged positions before the rewrite
+    mapped = K._out_index(
+        ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
+        PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    K._store_index(oi_row + so * stride_oic, mapped, real)
+    fm = (q >= kk) & (q < k)
+    if fills:
+        fi = tl.full([KP], 0, tl.int64) + fill_index
+        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
+    if WRITE_VALUES:
+        v = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
+        tl.store(ov_row + so * stride_ovc, v, mask=real)
+        if fills:
+            fv = tl.full([KP], 0, tl.int32) + fill_bits
+            tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
+
+
+@triton.jit
 def _finish(
     keys,
     idx,
@@ -469,24 +509,12 @@ def _finish(
             # table is read once per output, not once per element held
             K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
             tl.debug_barrier()
-            real = q < kk
-            ci = tl.load(oi_row + q.to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
-            if ORDER == 1:
-                craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-                ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-                ci = K._best_first(ck, ci, real)
-            tl.debug_barrier()  # every read of the staged indices before the rewrite
-            wm = q < k
-            mapped = K._out_index(
-                ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                PAGED, PAGE_SHIFT, HAS_R2B,
+            _write_staged(
+                x_row, stride_xc, 0, kk, kk, k, True, row, off, oi_row, stride_oic, ov_row,
+                stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+                r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, ORDER == 1, WRITE_VALUES,
+                KP, PAGED, PAGE_SHIFT, HAS_R2B,
             )  # fmt: skip
-            out = tl.where(real, mapped, fill_index.to(tl.int64))
-            K._store_index(oi_row + q.to(tl.int64) * stride_oic, out, wm)
-            if WRITE_VALUES:
-                v = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-                v = tl.where(real, v, fill_bits.to(v.dtype))
-                tl.store(ov_row + q.to(tl.int64) * stride_ovc, v, mask=wm)
         else:
             # the slots follow index order: the selection goes straight out
             _write_in_order(
@@ -1100,6 +1128,7 @@ def radix_phases_kernel(
     SMEM_HIST: tl.constexpr = False,
     TILE_SUM: tl.constexpr = False,
     VEC_LOAD: tl.constexpr = False,
+    STAGED: tl.constexpr = False,
 ):
     """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
     program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase ``p <
@@ -1120,7 +1149,9 @@ def radix_phases_kernel(
     ``SMEM_HIST``: the histograms by shared-memory atomics; with ``TILE_SUM`` (and
     ``SMEM_HIST``) a program's segments add to one histogram, and each segment's load is
     issued before the segment ahead of it is counted or written. ``VEC_LOAD``: the
-    segments read by 16-byte vector loads (:func:`_load_spread`)."""
+    segments read by 16-byte vector loads (:func:`_load_spread`). ``STAGED``: the write
+    stages each selected position at its slot and the program's run of slots is
+    then written out at once (:func:`_write_staged`)."""
     nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
     row = pid // nprog
@@ -1204,14 +1235,17 @@ def radix_phases_kernel(
             off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
             gt0 = tl.sum(gto, axis=0)  # the keys above P before this program's segments
             eq0 = tl.sum(eqo, axis=0)
+            s_first = gt0 + tl.minimum(eq0, rem)  # STAGED: its first output slot
             if TILES == 1:
-                _write_segment(
+                gt, eq = _write_segment(
                     x_row, stride_xc, keys, idx, valid, prefix, rem, gt0, eq0, kk, k,
                     seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
                     ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
                     page_stride, max_pages, n_batch, r2b_ptr, WRITE_VALUES, KP, NT, PAGED,
-                    PAGE_SHIFT, HAS_R2B,
+                    PAGE_SHIFT, HAS_R2B, STAGED,
                 )  # fmt: skip
+                gt0 += gt
+                eq0 += eq
             else:
                 raw, _, _, _, _ = _slice_raw(
                     x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW,
@@ -1239,10 +1273,19 @@ def radix_phases_kernel(
                         eq0, kk, k, seg0 + t == 0, row, off, oi_ptr + row64 * stride_oir,
                         stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc, fill_index,
                         fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B,
+                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B, STAGED,
                     )  # fmt: skip
                     gt0 += gt
                     eq0 += eq
+            if STAGED:  # the program's slots, staged by all its threads: out at once
+                tl.debug_barrier()
+                _write_staged(
+                    x_row, stride_xc, s_first, gt0 + tl.minimum(eq0, rem) - s_first, kk, k,
+                    seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
+                    ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
+                    page_stride, max_pages, n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS,
+                    LARGEST, RAW16, False, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+                )  # fmt: skip
 
 
 @triton.jit
@@ -1251,22 +1294,27 @@ def _write_segment(
     stride_oic, ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
     n_batch, r2b_ptr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+    STAGE: tl.constexpr = False,
 ):  # fmt: skip
     """One segment's part of a row's output, its pivot key ``pk`` and ties to take
     ``r`` known: its keys above ``pk`` and its ties ranked below ``r`` among the
     row's, at their slots in position order after the ``gt0`` keys above and ``eq0``
-    ties of the row's segments before it; its counts of both."""
+    ties of the row's segments before it; its counts of both. ``STAGE``: only their
+    positions, staged for :func:`_write_staged` (no fills)."""
     gtm = valid & (keys > pk)
     eqm = valid & (keys == pk)
     packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
     rank = eq0 + (packed & 0xFFFF) - eqm.to(tl.int32)  # among the row's ties, from 0
     sel = gtm | (eqm & (rank < r))
     slot = gt0 + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)
-    _write_in_order(
-        x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
-        stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
-    )  # fmt: skip
+    if STAGE:
+        K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
+    else:
+        _write_in_order(
+            x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic,
+            ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
+            n_batch, r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+        )  # fmt: skip
     return tl.sum(gtm.to(tl.int32), axis=0), tl.sum(eqm.to(tl.int32), axis=0)
 
 
@@ -1417,6 +1465,10 @@ class ShortConfig:
         0.017, the passes 6 x 1M (6 a program) 0.072 / 0.059, 4 x 1M 0.051 /
         0.042, 1 x 4M 0.052 / 0.042, 2 x 1M 0.031 / 0.025; 1 x 1M and 6 x 64K
         (0.012, 0.009) even.
+    staged_write: the radix passes' write stores only each selected position at its
+        output slot; then each program reads its run of slots back and writes the
+        indices and values (``radix_phases_kernel``'s ``STAGED``), so that the index
+        mapping and the value's read run once per output, not once per element held.
     """
 
     nmax: int = 8192
@@ -1448,6 +1500,7 @@ class ShortConfig:
     split_lean: bool = True
     tile_sum: bool = True
     vec_load: bool = True
+    staged_write: bool = False
 
     __hash__ = _hash_once
 
@@ -1471,7 +1524,7 @@ class ShortConfig:
         ``tilesN`` (up to N segments a program of the passes), ``smem`` / ``nosmem``
         (histograms in shared memory or not: ``smem_hist``), ``lean`` / ``nolean``
         (``split_lean``), ``tsum`` / ``notsum`` (``tile_sum``), ``vec`` / ``novec``
-        (``vec_load``), ``gridN`` (N of the
+        (``vec_load``), ``staged`` / ``nostaged`` (``staged_write``), ``gridN`` (N of the
         passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
@@ -1498,6 +1551,8 @@ class ShortConfig:
                 fields_["tile_sum"] = part == "tsum"
             elif part in ("vec", "novec"):
                 fields_["vec_load"] = part == "vec"
+            elif part in ("staged", "nostaged"):
+                fields_["staged_write"] = part == "staged"
             elif part in ("smem", "nosmem"):
                 fields_["smem_hist"] = part == "smem"
             elif part == "nopasses":
@@ -1516,7 +1571,7 @@ class ShortConfig:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
                     "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
-                    "novec, fused, levelled, splitN or segN joined by '+', "
+                    "novec, staged, nostaged, fused, levelled, splitN or segN joined by '+', "
                     f"optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
@@ -1849,7 +1904,7 @@ def passes_constants(
     common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
     common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
     common.update(SMEM_HIST=smem_hist(plan.cfg), TILE_SUM=plan.cfg.tile_sum)
-    common.update(VEC_LOAD=plan.cfg.vec_load)
+    common.update(VEC_LOAD=plan.cfg.vec_load, STAGED=plan.cfg.staged_write)
     last = pass_count(dtype, plan)
     if sync:
         return [dict(common, FIRST=0, LAST=last)]
