@@ -27,6 +27,7 @@ from deepselect.triton_short import (
     _launch_kwargs,
     _warps,
     describe,
+    passes_constants,
     prefilters,
     run_short,
     short_path,
@@ -795,6 +796,7 @@ def test_radix_passes_staged_write(sm, tiles):
     from deepselect.triton_backend import PageMap
 
     staged = dataclasses.replace(PASSES, staged_write=True)
+    direct = dataclasses.replace(PASSES, staged_write=False)
     x = make("distinct32", 3, 900, torch.bfloat16, DEV, seed=5)
     plan = short_path(x, 12, TopkOptions(), sm, staged)
     assert plan.passes and plan.pass_tiles == tiles, describe(plan)
@@ -814,18 +816,23 @@ def test_radix_passes_staged_write(sm, tiles):
     ]
     for kw in cases:
         got = check(x, 12, cfg=staged, sm=sm, **kw)
-        same_bits(got, run(x, 12, cfg=PASSES, sm=sm, **kw)[0])
+        same_bits(got, run(x, 12, cfg=direct, sm=sm, **kw)[0])
     g = torch.Generator().manual_seed(2)
     table = torch.randperm(2 * 300, generator=g).to(torch.int32).reshape(2, -1).to(DEV)
     page = PageMap(table, 4, torch.tensor([1, 0, 1], device=DEV))
     opt = TopkOptions(order=Order.INDEX, **win)
     got = []
-    for cfg in (staged, PASSES):
+    for cfg in (staged, direct):
         oi = torch.full((3, 12), -77, dtype=torch.int32, device=DEV)
         run_short(x, 12, opt, None, oi, short_path(x, 12, opt, sm, cfg), page=page)
         got.append(oi)
     assert torch.equal(got[0], got[1])
     assert (got[0][1, 9:] == opt.fill_index).all() and (got[0][2] == opt.fill_index).all()
+    # by default staged where a program takes several segments
+    flags = dict(largest=True, order=Order.NONE, has_window=0, off_tensor=False, write_values=True)
+    for cfg, want in ((PASSES, tiles > 1), (staged, True), (direct, False)):
+        plan = short_path(x, 12, TopkOptions(), sm, cfg)
+        assert [c["STAGED"] for c in passes_constants(x.dtype, plan, True, **flags)] == [want]
 
 
 def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
