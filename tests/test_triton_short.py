@@ -620,6 +620,10 @@ def test_short_config_variants_by_name():
     )
     assert ShortConfig.variant("passes+nosync") == ShortConfig(radix_passes=True, grid_sync=False)
     assert ShortConfig.variant("nopasses") == ShortConfig(radix_passes=False)
+    assert ShortConfig.variant("staged+nmax4096+grid2") == ShortConfig(
+        staged_write=True, nmax=4096, grid_per_sm=2
+    )
+    assert ShortConfig.variant("nostaged") == ShortConfig(staged_write=False)
     for bad in ("passes9", "passes0", "tiles0", "grid0"):
         with pytest.raises(ValueError, match="ShortConfig"):
             ShortConfig.variant(bad)

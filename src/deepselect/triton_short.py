@@ -1533,7 +1533,8 @@ class ShortConfig:
         passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
-        batch: ``split_max_n``) or ``segN`` (split segments of N: ``seg_max``), the
+        batch: ``split_max_n``), ``segN`` (split segments of N: ``seg_max``) or
+        ``nmaxN`` (slices of up to N: ``nmax``, also the passes' segments), the
         whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
         body, _, cap = name.partition("@")
         fields_: dict = {}
@@ -1566,8 +1567,16 @@ class ShortConfig:
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
-            elif word in ("radix", "split", "seg", "passes", "tiles", "grid") and num.isdigit():
-                key = {"radix": "radix_bits", "split": "split_max_n", "seg": "seg_max"}
+            elif (
+                word in ("radix", "split", "seg", "passes", "tiles", "grid", "nmax")
+                and num.isdigit()
+            ):
+                key = {
+                    "radix": "radix_bits",
+                    "split": "split_max_n",
+                    "seg": "seg_max",
+                    "nmax": "nmax",
+                }
                 key.update(passes="pass_bits", tiles="pass_max_tiles", grid="grid_per_sm")
                 fields_[key[word]] = int(num)
                 if word == "passes":
@@ -1576,8 +1585,8 @@ class ShortConfig:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
                     "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
-                    "novec, staged, nostaged, fused, levelled, splitN or segN joined by '+', "
-                    f"optionally @CAP; got {name!r}"
+                    "novec, staged, nostaged, fused, levelled, splitN, segN or nmaxN joined by "
+                    f"'+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
             raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
