@@ -394,28 +394,17 @@ def _write_staged(
     ``fills``, outputs ``kk .. k - 1`` get the fill index and value."""
     q = tl.arange(0, KP)
     real = q < n
-    so = (s0 + q).to(tl.int64)
-    ci = tl.load(oi_row + so * stride_oic, mask=real, other=0).to(tl.int32)
+    ci = tl.load(oi_row + (s0 + q).to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
     if SORT:
         craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
         ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
         ci = K._best_first(ck, ci, real)
         tl.debug_barrier()  # every read of the staged positions before the rewrite
-    mapped = K._out_index(
-        ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
-        PAGE_SHIFT, HAS_R2B,
+    _write_in_order(
+        x_row, stride_xc, ci, real, s0 + q, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
+        stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
     )  # fmt: skip
-    K._store_index(oi_row + so * stride_oic, mapped, real)
-    fm = (q >= kk) & (q < k)
-    if fills:
-        fi = tl.full([KP], 0, tl.int64) + fill_index
-        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
-    if WRITE_VALUES:
-        v = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-        tl.store(ov_row + so * stride_ovc, v, mask=real)
-        if fills:
-            fv = tl.full([KP], 0, tl.int32) + fill_bits
-            tl.store(ov_row + q.to(tl.int64) * stride_ovc, fv.to(v.dtype), mask=fm)
 
 
 @triton.jit
