@@ -92,7 +92,7 @@ if [ "${BENCH:-0}" = 1 ]; then
 fi
 if [ "${TESTS:-tests}" = none ]; then :; else
 # the shards' files stay on the machine (few files come back); their logs in one file
-OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-420} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-480} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
 tests_rc=$?
 cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 cp /tmp/gpu_tests/costs.txt "$OUT/test_costs.txt" 2>/dev/null  # for scripts/gpu_test_costs.txt
