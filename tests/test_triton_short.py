@@ -624,6 +624,7 @@ def test_short_config_variants_by_name():
         staged_write=True, nmax=4096, grid_per_sm=2
     )
     assert ShortConfig.variant("nostaged") == ShortConfig(staged_write=False)
+    assert ShortConfig.variant("full") == ShortConfig(full_segments=True)
     for bad in ("passes9", "passes0", "tiles0", "grid0"):
         with pytest.raises(ValueError, match="ShortConfig"):
             ShortConfig.variant(bad)
@@ -839,6 +840,24 @@ def test_radix_passes_staged_write(sm, tiles):
         assert [c["STAGED"] for c in passes_constants(x.dtype, plan, True, **flags)] == [want]
 
 
+@pytest.mark.parametrize("sm, tiles", [(24, 1), (8, 4)])
+def test_radix_passes_whole_segments(sm, tiles):
+    """``full_segments``: a segment wholly inside its row's window is counted without a
+    validity mask: bit for bit the masked count, with segments cut by the window's
+    ends, by the row's end (N not a multiple of the segment) and wholly outside it;
+    one segment a program or several; both key widths."""
+    for dtype in (torch.bfloat16, torch.float32):
+        x = make("distinct32", 3, 1000, dtype, DEV, seed=7)
+        full = dataclasses.replace(PASSES, full_segments=True)
+        plan = short_path(x, 12, TopkOptions(), sm, full)
+        assert plan.passes and plan.pass_tiles == tiles, describe(plan)
+        begin = torch.tensor([0, 128, 300], device=DEV)  # on a segment's start, or not
+        end = torch.tensor([1000, 640, 301], device=DEV)
+        for kw in (dict(), dict(begin=begin, end=end, order=Order.INDEX, fill_index=-3)):
+            got = check(x, 12, cfg=full, sm=sm, **kw)
+            same_bits(got, run(x, 12, cfg=PASSES, sm=sm, **kw)[0])
+
+
 def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
     """A device that refuses the passes' cooperative launch (fewer SMs to the
     process than it has) gets the same result from one launch per phase, a warning
@@ -1011,22 +1030,23 @@ def test_gpu_vector_loads(rows, n, k, dtype, variant):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("field", ["staged_write", "full_segments"])
 @pytest.mark.parametrize(
     "rows,n,k,dtype,variant",
     [
-        (1, 2**20, 512, torch.bfloat16, "staged"),  # one segment a program
-        (6, 2**20, 512, torch.bfloat16, "staged+tiles8"),  # six a program
-        (2, 2**21 - 3, 1231, torch.float16, "staged"),  # odd N, k not a power of two
-        (6, 129_280, 2048, torch.float32, "staged+passes"),  # 32-bit keys
+        (1, 2**20, 512, torch.bfloat16, "radix"),  # one segment a program
+        (6, 2**20, 512, torch.bfloat16, "tiles8"),  # six a program
+        (2, 2**21 - 3, 1231, torch.float16, "radix"),  # odd N, k not a power of two
+        (6, 129_280, 2048, torch.float32, "passes"),  # 32-bit keys
     ],
 )
-def test_gpu_radix_passes_staged_write(rows, n, k, dtype, variant):
-    """``staged_write`` at full size: the oracle's top k, bit for bit the direct
-    write, unsorted and by index, with windows, fills and offsets, int64 indices."""
+def test_gpu_radix_passes_options(rows, n, k, dtype, variant, field):
+    """The passes' ``staged_write`` and ``full_segments`` at full size: the oracle's
+    top k, bit for bit the launch without the option, unsorted and by index, with
+    windows (segments cut by them), fills and offsets, int64 indices."""
     sm = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = ShortConfig.variant(variant)
-    assert cfg.staged_write
-    base = dataclasses.replace(cfg, staged_write=False)
+    cfg = dataclasses.replace(ShortConfig.variant(variant), **{field: True})
+    base = dataclasses.replace(cfg, **{field: False})
     assert short_path(torch.empty(rows, n, dtype=dtype), k, TopkOptions(), sm, cfg).passes
     g = torch.Generator(device="cuda").manual_seed(rows)
     begin = torch.randint(0, n // 2, (rows,), device="cuda", generator=g)
