@@ -6,8 +6,11 @@
 
 ``--preset`` starts every row at its true k-th key (the stream without the rising
 threshold), as benchmarks/profile_kernel.py does; ``--w32`` runs the warp-private
-loop (``LaunchConfig.w32``), otherwise the block-synchronous one; ``--short`` the
-register-resident short/split path of the shape (``short_rows_kernel``).
+loop (``LaunchConfig.w32``), otherwise the block-synchronous one, both at two
+programs per SM; ``--as-launched`` the launch ``run_triton`` picks for the shape
+(``stream_config``: e.g. three programs per SM at 80 registers for bf16 4096 x 1M);
+``--short`` the register-resident short/split path of the shape
+(``short_rows_kernel``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def main() -> None:
     p.add_argument("--preset", action="store_true")
     p.add_argument("--w32", action="store_true", help="the warp-private loop (LaunchConfig.w32)")
     p.add_argument("--short", action="store_true", help="the short/split path of the shape")
+    p.add_argument(
+        "--as-launched",
+        action="store_true",
+        help="the launch run_triton picks for the shape (stream_config: programs per SM, "
+        "register cap, loop), not launch_config's at two programs per SM",
+    )
     a = p.parse_args()
     cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32, w32_from=None)
     x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
@@ -51,7 +60,11 @@ def main() -> None:
         if plan is not None:
             run_short(x, a.k, opt, v, i, plan)
             continue
-        run_triton(x, a.k, opt, v, i, preset=pre, config=cfg, grid=min(a.rows, 2 * _sm_count(0)))
+        if a.as_launched:
+            run_triton(x, a.k, opt, v, i, preset=pre)
+        else:
+            grid = min(a.rows, 2 * _sm_count(0))
+            run_triton(x, a.k, opt, v, i, preset=pre, config=cfg, grid=grid)
     torch.cuda.synchronize()
 
 
