@@ -169,6 +169,7 @@ FLAGS = {  # launch variants that set fields of the launch
 }
 NUMBERED = {  # launch variants NAME<N> that set one field to N
     "pf": ("ahead", int),
+    "ring": ("ring", int),
     "sk": ("sample_keys", int),
     "stol": ("sample_tol", int),
     "tol": ("search_tol", int),
@@ -265,8 +266,8 @@ def main() -> None:
             "launch, never crowded), regsearch (the register-held key search, after occN), "
             "chN (compaction chunks of N), zN (the sample's rank N standard deviations above "
             "its mean, not 5), tolN (a compaction before the last may keep up to k * (1 + "
-            "2^-N)); joined with '+' (w32+pf4); 'both' = default,other; 'all' = "
-            "default,other,check2"
+            "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async); "
+            "joined with '+' (w32+pf4); 'both' = default,other; 'all' = default,other,check2"
         ),
     )
     a = p.parse_args()

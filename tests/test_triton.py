@@ -672,10 +672,13 @@ def test_gpu_stream_kernel_every_dtype_and_direction(dtype, largest, w32):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_gpu_warp_private_stream(kind, dtype):
+@pytest.mark.parametrize("ring", [0, 3, 4])
+def test_gpu_warp_private_stream(kind, dtype, ring):
     """The streaming kernel with its loop state warp-private (``w32``: warps stream
     independently and meet only to compact), through compactions, ties, NaN, windows
-    of 0 to ~70 blocks and k = 512 / 2048."""
+    of 0 to ~70 blocks (fewer blocks than a ring's stages among them) and k = 512 /
+    2048; the blocks held in registers (ring 0) or streamed through shared-memory
+    stages (``ring``)."""
     rows, n = 24, 300_000
     x = make(kind, rows, n, dtype, "cuda", seed=31)
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -688,7 +691,7 @@ def test_gpu_warp_private_stream(kind, dtype):
         (512, {"begin": begin, "end": short}),
     )
     for k, window in cases:
-        cfg = dataclasses.replace(launch_config(dtype, k), w32=True)
+        cfg = dataclasses.replace(launch_config(dtype, k), w32=True, ring=ring)
         for order in (Order.NONE, Order.VALUE):
             opt = TopkOptions(order=order, **window)
             ov = torch.empty((rows, k), dtype=dtype, device="cuda")

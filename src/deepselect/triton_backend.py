@@ -64,6 +64,10 @@ class LaunchConfig:
        blocks beyond the one it loads (0: none): more of the row in flight than the
        two register-held blocks per warp. Timed on an H200 (benchmarks/RESULTS.md):
        2, 4, 8 ahead all 8-14% faster on 1M rows; 4 taken.
+    ring: with ``w32``, each warp streams through a ring of this many 1 KiB stages in
+       static shared memory filled by ``cp.async`` (``ring - 1`` blocks in flight
+       while one is filtered, no registers held for them) in place of the two
+       register-held blocks; 0: the register-held blocks. Not yet timed.
     sample: the first compaction of a row keeps the rank
        :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
        of the row) instead of the k-th, so the threshold starts near its final value;
@@ -199,6 +203,7 @@ class LaunchConfig:
     w32: bool = False
     w32_from: int | None = 128
     ahead: int = 4
+    ring: int = 0
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
@@ -285,6 +290,8 @@ def kernel_constants(
             reg_search = 5 if cfg.smem_hist and asm else 3
         else:
             reg_search = 4 if cfg.tri_search else 2 if cfg.reg_ties else 1
+    w32 = cfg.w32 and vec and asm and cfg.check_every == 1
+    ring = cfg.ring if w32 else 0
     return dict(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,
@@ -312,8 +319,11 @@ def kernel_constants(
         | 4 * int(cfg.ties_rank),
         CHECK_EVERY=cfg.check_every,
         VEC=vec,
-        W32=cfg.w32 and vec and asm and cfg.check_every == 1,
+        W32=w32,
         AHEAD=cfg.ahead,
+        RING=ring,
+        RING_BASE=K.ring_base_asm(ring) if ring else "",
+        RING_READ=K.ring_read_asm(ring) if ring else "",
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,

@@ -645,6 +645,71 @@ def load32_asm() -> str:
 
 LOAD32_ASM = tl.constexpr(load32_asm())
 
+
+# RING > 0 (LaunchConfig.ring): each warp streams its share of the blocks through a
+# ring of RING stages in static shared memory, filled by cp.async, in place of the two
+# register-held word sets: RING - 1 blocks are in flight while one is filtered, at no
+# register cost. A stage is a warp's 1 KiB of a block, each lane's two 16-byte pieces at
+# its lane * 16 and 512 + lane * 16 (the vector layout's words, :func:`_word_elem`); a
+# lane reads back only what its own copies wrote, so no barrier is needed, only its
+# own cp.async.wait_group.
+RING_STAGE_BYTES = tl.constexpr(1024)
+
+
+def ring_base_asm(stages: int, warps: int = 8) -> str:
+    """The ring's shared-memory address: ``warps * stages`` stages declared once per
+    program (the asm runs once, before the row loop)."""
+    size = warps * stages * RING_STAGE_BYTES.value
+    return f"{{ .shared .align 128 .b8 deepselect_ring[{size}]; mov.u32 $0, deepselect_ring; }}"
+
+
+def ring_read_asm(stages: int) -> str:
+    """This lane's eight words of the stage at $8, once its copies are in: the ring's
+    copies are committed one group a step (:func:`ring_issue_asm`), so all but the
+    ``stages - 1`` newest groups being complete means this stage's are."""
+    return (
+        f"cp.async.wait_group {stages - 1}; "
+        "ld.shared.v4.b32 {$0, $1, $2, $3}, [$8]; ld.shared.v4.b32 {$4, $5, $6, $7}, [$8+512];"
+    )
+
+
+def ring_issue_asm() -> str:
+    """Copy this lane's share of a block into its stage at $1 and commit one group
+    (empty if $8 == 0: nothing is left to load). $2 nonzero: the block lies wholly in
+    the window, two 16-byte copies from $3 (the lane's first word) and $3 + 4096;
+    else each word $4 + r (+ 1024) is copied only inside words [$5, $6) and zero
+    filled outside (a 4-byte copy reading nothing, from the row's start $7)."""
+    out = [
+        "{",
+        ".reg .pred %pf, %p;",
+        ".reg .b32 %w, %n;",
+        ".reg .b64 %g;",
+        "setp.eq.s32 %p, $8, 0;",
+        "@%p bra $$LRD${:uid};",
+        "setp.ne.s32 %pf, $2, 0;",
+        "@%pf cp.async.cg.shared.global [$1], [$3], 16;",
+        "@%pf cp.async.cg.shared.global [$1+512], [$3+4096], 16;",
+        "@%pf bra $$LRD${:uid};",
+    ]
+    for c in range(8):
+        off = (c // 4) * 1024 + c % 4
+        out += [
+            f"add.s32 %w, $4, {off};",
+            "setp.ge.s32 %p, %w, $5;",
+            "setp.lt.and.s32 %p, %w, $6, %p;",
+            "selp.u32 %n, 4, 0, %p;",
+            f"add.s64 %g, $3, {4 * off};",
+            "selp.b64 %g, %g, $7, %p;",
+            f"cp.async.ca.shared.global [$1+{(c // 4) * 512 + 4 * (c % 4)}], [%g], 4, %n;",
+        ]
+    out += ["$$LRD${:uid}:", "cp.async.commit_group;", "mov.b32 $0, 0;", "}"]
+    return "\n".join(out)
+
+
+RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
+# lane $2's value of $1 (every lane gets it)
+LANE_PICK_ASM = tl.constexpr("shfl.sync.idx.b32 $0, $1, $2, 0x1f, 0xffffffff;")
+
 # The warps' sync state in shared memory (Triton's own reductions use the same bytes
 # only inside a compaction, between barriers, and it is rewritten after it): bytes
 # 0..7 "warp w has filtered all its blocks" (0 or 1), word 2 "a compaction is
@@ -767,6 +832,50 @@ def _load32(xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr, KEY_B
         LOAD32_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,l,r,r,r,r",
         [xw_row + wfirst, zero + full, wfirst, zero + wlo, zero + whi],
         dtype=(tl.int32,) * 8, is_pure=True, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _ring_base(dep32, RING_BASE: tl.constexpr):
+    """The ring's shared-memory address (see :func:`ring_base_asm`)."""
+    return tl.inline_asm_elementwise(
+        RING_BASE, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+
+
+@triton.jit
+def _ring_read(slot32, RING_READ: tl.constexpr):
+    """This lane's eight words of the stage at ``slot32`` (see :func:`ring_read_asm`)."""
+    return tl.inline_asm_elementwise(
+        RING_READ, "=r,=r,=r,=r,=r,=r,=r,=r,r", [slot32],
+        dtype=(tl.int32,) * 8, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _ring_issue(slot32, xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr,
+                KEY_BITS: tl.constexpr):  # fmt: skip
+    """Block ``j`` (of the row's ``nblk``, from block ``first``) into this warp's stage
+    at ``slot32`` by cp.async, one group committed (see :func:`ring_issue_asm`); the
+    middle blocks whole, the two ends word by word as :func:`_load32` reads them."""
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    wstart = (j + first) * (B // PER_WORD)
+    full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
+    wfirst = wstart + woff32
+    zero = woff32 * 0
+    return tl.inline_asm_elementwise(
+        RING_ISSUE_ASM, "=r,r,r,l,r,r,r,l,r",
+        [slot32, zero + full, xw_row + wfirst, wfirst, zero + lo // PER_WORD,
+         zero + (hi + PER_WORD - 1) // PER_WORD, xw_row + zero, zero + live.to(tl.int32)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _lane_pick(v32, lane):
+    """Lane ``lane``'s element of the warp-private ``v32``, in every lane."""
+    return tl.inline_asm_elementwise(
+        LANE_PICK_ASM, "=r,r,r", [v32, v32 * 0 + lane], dtype=tl.int32, is_pure=True, pack=1
     )  # fmt: skip
 
 
@@ -1659,8 +1768,6 @@ def _warp_step(
     the threshold. Returns the words, cursors, progress, stream state and ``acc``."""
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
-    LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
-    fin = i * 0
     # the other warps' state, read before the filter: a warp sees a wanted-flag one
     # step later than a read after it would, and its own region still has room for
     # that step (each warp checks its own count after every block)
@@ -1690,6 +1797,29 @@ def _warp_step(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
+    wc32, tk, ti, tva, tvp, count, cur, fin, acc = _poll_and_meet(
+        wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
+        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
+    )  # fmt: skip
+    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
+
+
+@triton.jit
+def _poll_and_meet(
+    wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+    cnt_ptr, k, B2, acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+):  # fmt: skip
+    """The end of a warp's step (W32): poll the sync state read as the step began (``d0``,
+    ``d1``, ``wanted``), and meet the others if a compaction is wanted or all are done.
+    Returns this warp's count, the threshold and its compare values, the buffer's
+    count and half, whether the row is done, and the profile counters."""
+    S: tl.constexpr = CAP // NREG
+    LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
+    fin = i * 0
     if _poll(wc32, LIMIT, d0, d1, wanted, sb32) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
@@ -1701,7 +1831,64 @@ def _warp_step(
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
         if PROFILE:
             acc = _acc(acc, 0, _clock32(wc32) - t0, 1, 0, 0)
-    return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
+    return wc32, tk, ti, tva, tvp, count, cur, fin, acc
+
+
+@triton.jit
+def _ring_step(
+    slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk, wc32, woff32, warp32,
+    lane32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n,
+    sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
+    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
+    AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr,
+):  # fmt: skip
+    """One step of an independently streaming warp through its ring (RING > 0, see
+    :func:`ring_base_asm`): filter block ``i`` of the order from its stage ``i mod
+    RING`` (the stage's block in lane ``i mod RING`` of ``jq``), then copy block ``i +
+    RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
+    order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
+    Then poll and meet as :func:`_warp_step` does."""
+    S: tl.constexpr = CAP // NREG
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    d0, d1, wanted, _ = _sync_read(wc32, sb32)
+    if i < nblk:
+        st = i % RING
+        slot = slot0 + st * RING_STAGE_BYTES
+        w0, w1, w2, w3, w4, w5, w6, w7 = _ring_read(slot, RING_READ)
+        ja = _lane_pick(jq, st)
+        if PROFILE:
+            t0 = _clock32(w7)
+            before = wc32
+        wc32 = _filter_words(
+            w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
+            tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
+        )  # fmt: skip
+        if PROFILE:
+            new = wc32 - before
+            acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
+        q = i + RING
+        jn = _next_block(j1, j3, q, a, mm, nblk, p)
+        _ring_issue(slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS)
+        jq = tl.where(lane32 == st, jn, jq)
+        if AHEAD > 0:  # a middle block (live only where nblk > AHEAD + RING)
+            jp = _next_mid(jn, a_pf, mm)
+            _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, q + AHEAD < nblk)
+        j3 = j2
+        j2 = j1
+        j1 = jn
+        i += 1
+        if i == nblk:
+            _set_sync(wc32 * 0 + 1, 0)
+    else:
+        _nap(wc32)
+    wc32, tk, ti, tva, tvp, count, cur, fin, acc = _poll_and_meet(
+        wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
+        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
+    )  # fmt: skip
+    return jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
 
 @triton.jit
@@ -1843,6 +2030,9 @@ def deepselect_rows_kernel(
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
     AHEAD: tl.constexpr = 0,
+    RING: tl.constexpr = 0,
+    RING_BASE: tl.constexpr = "",
+    RING_READ: tl.constexpr = "",
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
@@ -1890,6 +2080,9 @@ def deepselect_rows_kernel(
         tid32 = _tid32(zero32)
         warp32 = tid32 // 32
         woff32 = tid32 * 4  # the vector layout's first word
+        lane32 = tid32 % 32
+        if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
+            slot0 = _ring_base(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -1988,35 +2181,63 @@ def deepselect_rows_kernel(
                     acc = zero32  # profiling counters (see _warp_step)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
-                    a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                        xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
-                    )
-                    b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                        xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
-                    )
-                    jl = jc  # the next block to load
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
                     fin = row * 0
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     sb32 = _smem_base(zero32)
-                    while fin == 0:
-                        (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp, count,
-                         cur, fin, acc) = _warp_step(
-                            a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
-                            lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                            scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
-                            KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                            LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
-                        )  # fmt: skip
-                        if fin == 0:
-                            (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
-                             count, cur, fin, acc) = _warp_step(
-                                b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
-                                lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
-                                cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
-                                KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
-                                REG_SEARCH, LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                    if RING > 0:  # blocks 0 .. RING - 1 of the order into the stages
+                        jq = zero32  # lane s: the block in stage s
+                        j1 = m * 0
+                        j2 = m * 0
+                        j3 = m * 0
+                        for s in tl.static_range(RING):
+                            js = _block_at(m * 0 + s, m, a, c, p)
+                            _ring_issue(
+                                slot0 + s * RING_STAGE_BYTES, xw_row, js, first, woff32, lo, hi,
+                                nblk, nblk > s, B, KEY_BITS,
                             )  # fmt: skip
+                            jq = tl.where(lane32 == s, js, jq)
+                            if s == RING - 1:
+                                j1 = js
+                            if s == RING - 2:
+                                j2 = js
+                            if s == RING - 3:
+                                j3 = js
+                        while fin == 0:
+                            (jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin,
+                             acc) = _ring_step(
+                                slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk,
+                                wc32, woff32, warp32, lane32, tk, ti, tva, tvp, count, cur, scr_k,
+                                scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS, KEY_MASK,
+                                SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, LEAN, AHEAD,
+                                PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ,
+                            )  # fmt: skip
+                    else:
+                        a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
+                            xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
+                        )
+                        b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
+                            xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
+                        )
+                        jl = jc  # the next block to load
+                        while fin == 0:
+                            (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp,
+                             count, cur, fin, acc) = _warp_step(
+                                a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
+                                lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
+                                scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
+                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
+                                LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                            )  # fmt: skip
+                            if fin == 0:
+                                (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
+                                 count, cur, fin, acc) = _warp_step(
+                                    b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
+                                    lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
+                                    cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
+                                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
+                                    REG_SEARCH, LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
                         # warp 0's counters (the profile is one program's, as thread 0 stores it)
