@@ -23,6 +23,7 @@ from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
+    RING_MAX,
     SHORT_SAMPLE_MAX_K,
     SHORT_SAMPLE_N,
     W32_MID_BLOCKS,
@@ -325,6 +326,23 @@ def test_sample_keys_must_be_a_power_of_two(keys):
             torch.bfloat16, cfg, largest=True, order=Order.NONE, has_window=0,
             off_tensor=False, write_values=True, asm=False,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("ring", [-1, 6, 40])
+def test_ring_stages_are_bounded(ring):
+    """LaunchConfig.ring declares ring x 8 KiB of static shared memory a program: more
+    than RING_MAX stages (past the 48 KiB a launch takes without opting in) is refused
+    before a build, with or without the warp-private loop; RING_MAX is accepted."""
+    for w32 in (False, True):
+        cfg = dataclasses.replace(launch_config(torch.bfloat16, 512), w32=w32)
+        kw = dict(
+            largest=True, order=Order.NONE, has_window=0, off_tensor=False, write_values=True,
+            asm=True, vec=True,
+        )  # fmt: skip
+        with pytest.raises(ValueError, match="ring"):
+            kernel_constants(torch.bfloat16, dataclasses.replace(cfg, ring=ring), **kw)
+        ok = kernel_constants(torch.bfloat16, dataclasses.replace(cfg, ring=RING_MAX), **kw)
+        assert ok["RING"] == (RING_MAX if w32 else 0)
 
 
 @pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])

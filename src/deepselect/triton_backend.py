@@ -231,6 +231,12 @@ class LaunchConfig:
         return self.sample and self.sample_pre and self.CAP <= 8192
 
 
+RING_MAX = 5
+"""The most stages ``LaunchConfig.ring`` may have: 40 KiB of static shared memory a
+program of 8 warps, leaving the kernel's own (up to 4 KiB) under the 48 KiB a launch
+may use without opting in."""
+
+
 def _next_pow2(v: int) -> int:
     return 1 << max(0, (v - 1).bit_length())
 
@@ -292,6 +298,8 @@ def kernel_constants(
             reg_search = 4 if cfg.tri_search else 2 if cfg.reg_ties else 1
     w32 = cfg.w32 and vec and asm and cfg.check_every == 1
     ring = cfg.ring if w32 else 0
+    if not 0 <= cfg.ring <= RING_MAX:  # static shared memory and the kernel's own under 48 KiB
+        raise ValueError(f"LaunchConfig.ring is 0 to {RING_MAX} stages, got {cfg.ring}")
     return dict(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,
