@@ -61,13 +61,16 @@ class LaunchConfig:
        6-16% slower on rows of 16-64 blocks, where the per-row work dominates.
     w32_from: rows of at least this many blocks take ``w32`` (None: only ``w32``).
     ahead: with ``w32``, each warp also asks L2 for its share of the block this many
-       blocks beyond the one it loads (0: none): more of the row in flight than the
-       two register-held blocks per warp. Timed on an H200 (benchmarks/RESULTS.md):
-       2, 4, 8 ahead all 8-14% faster on 1M rows; 4 taken.
+       blocks beyond the one it loads (0: none). Timed on an H200
+       (benchmarks/RESULTS.md): with the register-held blocks, 2, 4, 8 ahead all 8-14%
+       faster on 1M rows; with the ring, 4 ahead 4-12% slower than none, 8 slower yet.
     ring: with ``w32``, each warp streams through a ring of this many 1 KiB stages in
        static shared memory filled by ``cp.async`` (``ring - 1`` blocks in flight
-       while one is filtered, no registers held for them) in place of the two
-       register-held blocks; 0: the register-held blocks. Not yet timed.
+       while one is filtered, no registers held for them) in place of two
+       register-held blocks (0). On an H200 (ms, ring 4 without L2 requests against
+       the register-held blocks with 4 ahead): bf16 4096 x 1M 2.52-2.54 / 2.64, 768 x
+       1M 0.533 / 0.555, 256 x 1M 0.195 / 0.220, fp32 4096 x 129,280 sorted 0.965 /
+       0.975, 256 rows 0.076 / 0.082; 3 and 5 stages within 1% of 4.
     sample: the first compaction of a row keeps the rank
        :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
        of the row) instead of the k-th, so the threshold starts near its final value;
@@ -202,8 +205,8 @@ class LaunchConfig:
     vec: bool = False
     w32: bool = False
     w32_from: int | None = 128
-    ahead: int = 4
-    ring: int = 0
+    ahead: int = 0
+    ring: int = 4
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
