@@ -616,6 +616,18 @@ def _tid32(zero32):
     )  # fmt: skip
 
 
+def _edge_word(c: int) -> int:
+    """Word ``c`` (0..7) of a lane's share of a block, from the lane's first word: four
+    consecutive words, then four more 1024 words on (the two 16-byte pieces)."""
+    return (c // 4) * 1024 + c % 4
+
+
+def _ptx_in_window(off: int, first: str, lo: str, hi: str) -> list[str]:
+    """%p := word ``first + off`` lies in words [lo, hi) (needs ``.reg .b32 %w``)."""
+    return [f"add.s32 %w, {first}, {off};", f"setp.ge.s32 %p, %w, {lo};",
+            f"setp.lt.and.s32 %p, %w, {hi}, %p;"]  # fmt: skip
+
+
 def load32_asm() -> str:
     """Eight words per thread (vector layout, :func:`_word_elem`): $8 the address of
     the thread's first word, $9 nonzero when the whole block lies in the window (two
@@ -631,14 +643,9 @@ def load32_asm() -> str:
         "@%pf bra $$L32D${:uid};",
     ]
     for c in range(8):
-        off = (c // 4) * 1024 + c % 4
-        out += [
-            f"mov.b32 ${c}, 0;",
-            f"add.s32 %w, $10, {off};",
-            "setp.ge.s32 %p, %w, $11;",
-            "setp.lt.and.s32 %p, %w, $12, %p;",
-            f"@%p ld.global.nc.b32 ${c}, [$8 + {4 * off}];",
-        ]
+        off = _edge_word(c)
+        out += [f"mov.b32 ${c}, 0;", *_ptx_in_window(off, "$10", "$11", "$12")]
+        out.append(f"@%p ld.global.nc.b32 ${c}, [$8 + {4 * off}];")
     out += ["$$L32D${:uid}:", "}"]
     return "\n".join(out)
 
@@ -692,11 +699,9 @@ def ring_issue_asm() -> str:
         "@%pf bra $$LRD${:uid};",
     ]
     for c in range(8):
-        off = (c // 4) * 1024 + c % 4
+        off = _edge_word(c)
         out += [
-            f"add.s32 %w, $4, {off};",
-            "setp.ge.s32 %p, %w, $5;",
-            "setp.lt.and.s32 %p, %w, $6, %p;",
+            *_ptx_in_window(off, "$4", "$5", "$6"),
             "selp.u32 %n, 4, 0, %p;",
             f"add.s64 %g, $3, {4 * off};",
             "selp.b64 %g, %g, $7, %p;",
@@ -1766,39 +1771,26 @@ def _warp_step(
     meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
     ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
     the threshold. Returns the words, cursors, progress, stream state and ``acc``."""
-    S: tl.constexpr = CAP // NREG
-    PER_WORD: tl.constexpr = 32 // KEY_BITS
     # the other warps' state, read before the filter: a warp sees a wanted-flag one
     # step later than a read after it would, and its own region still has room for
     # that step (each warp checks its own count after every block)
     d0, d1, wanted, _ = _sync_read(wc32, sb32)
     if i < nblk:
-        if PROFILE:
-            t0 = _clock32(w7)
-            before = wc32
-        wc32 = _filter_words(
-            w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
-            tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
+        wc32, acc = _warp_filter(
+            w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
+            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE,
         )  # fmt: skip
-        if PROFILE:
-            new = wc32 - before
-            acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
             xw_row, jl, first, woff32, lo, hi, nblk, i + 2 < nblk, B, KEY_BITS
         )
-        if AHEAD > 0:  # a middle block (live only where nblk > AHEAD + 2)
-            jp = _next_mid(jl, a_pf, mm)
-            _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, i + 2 + AHEAD < nblk)
+        _prefetch_after(
+            xw_row, jl, a_pf, mm, first, woff32, i + 2 + AHEAD < nblk, B, KEY_BITS, AHEAD
+        )
         jn = _next_block(jl, ja, i + 3, a, mm, nblk, p)
         ja = jl  # the block this word set now holds
         jl = jn
-        i += 1
-        if i == nblk:
-            _set_sync(wc32 * 0 + 1, 0)
-    else:
-        _nap(wc32)
-    wc32, tk, ti, tva, tvp, count, cur, fin, acc = _poll_and_meet(
-        wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+    i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
+        i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
         cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
         REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
     )  # fmt: skip
@@ -1806,20 +1798,64 @@ def _warp_step(
 
 
 @triton.jit
-def _poll_and_meet(
-    wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+def _warp_filter(
+    w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
+    wc32, scr_k, scr_i, cur, acc, KEY_BITS: tl.constexpr, FILTER: tl.constexpr,
+    B: tl.constexpr, CAP: tl.constexpr, PROFILE: tl.constexpr,
+):  # fmt: skip
+    """A warp's filter of its words of block ``ja`` (W32): the hits appended to its
+    region of half ``cur``. Returns its count and the profile counters (PROFILE)."""
+    S: tl.constexpr = CAP // NREG
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    if PROFILE:
+        t0 = _clock32(w7)
+        before = wc32
+    wc32 = _filter_words(
+        w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
+        tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
+    )  # fmt: skip
+    if PROFILE:
+        new = wc32 - before
+        acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
+    return wc32, acc
+
+
+@triton.jit
+def _prefetch_after(xw_row, j, a_pf, mm, first, woff32, live, B: tl.constexpr,
+                    KEY_BITS: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
+    """AHEAD > 0: ask L2 for this warp's share of the middle block AHEAD steps of the
+    order after block ``j`` (``a_pf = AHEAD * a mod mm``), if ``live`` (only where the
+    row has more than AHEAD blocks past the loaded one)."""
+    if AHEAD > 0:
+        PER_WORD: tl.constexpr = 32 // KEY_BITS
+        jp = _next_mid(j, a_pf, mm)
+        _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, live)
+
+
+@triton.jit
+def _step_end(
+    i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
     cnt_ptr, k, B2, acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
 ):  # fmt: skip
-    """The end of a warp's step (W32): poll the sync state read as the step began (``d0``,
-    ``d1``, ``wanted``), and meet the others if a compaction is wanted or all are done.
-    Returns this warp's count, the threshold and its compare values, the buffer's
-    count and half, whether the row is done, and the profile counters."""
+    """The end of a warp's step (W32): one block more filtered (``i < nblk``: the step
+    filtered one; this warp's done byte set after its last), or a nap if this warp was
+    done; then poll the sync state read as the step began (``d0``, ``d1``,
+    ``wanted``), and meet the others if a compaction is wanted or all are done.
+    Returns the blocks filtered, this warp's count, the threshold and its compare
+    values, the buffer's count and half, whether the row is done, and the profile
+    counters."""
     S: tl.constexpr = CAP // NREG
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
     fin = i * 0
+    if i < nblk:
+        i += 1
+        if i == nblk:
+            _set_sync(wc32 * 0 + 1, 0)
+    else:
+        _nap(wc32)
     if _poll(wc32, LIMIT, d0, d1, wanted, sb32) != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
@@ -1831,7 +1867,7 @@ def _poll_and_meet(
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
         if PROFILE:
             acc = _acc(acc, 0, _clock32(wc32) - t0, 1, 0, 0)
-    return wc32, tk, ti, tva, tvp, count, cur, fin, acc
+    return i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
 
 @triton.jit
@@ -1850,41 +1886,26 @@ def _ring_step(
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
     order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
     Then poll and meet as :func:`_warp_step` does."""
-    S: tl.constexpr = CAP // NREG
-    PER_WORD: tl.constexpr = 32 // KEY_BITS
     d0, d1, wanted, _ = _sync_read(wc32, sb32)
     if i < nblk:
         st = i % RING
         slot = slot0 + st * RING_STAGE_BYTES
         w0, w1, w2, w3, w4, w5, w6, w7 = _ring_read(slot, RING_READ)
         ja = _lane_pick(jq, st)
-        if PROFILE:
-            t0 = _clock32(w7)
-            before = wc32
-        wc32 = _filter_words(
-            w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
-            tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
+        wc32, acc = _warp_filter(
+            w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
+            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE,
         )  # fmt: skip
-        if PROFILE:
-            new = wc32 - before
-            acc = _acc(acc, _clock32(wc32) - t0, 0, 0, new, (new > 0).to(tl.int32))
         q = i + RING
         jn = _next_block(j1, j3, q, a, mm, nblk, p)
         _ring_issue(slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS)
         jq = tl.where(lane32 == st, jn, jq)
-        if AHEAD > 0:  # a middle block (live only where nblk > AHEAD + RING)
-            jp = _next_mid(jn, a_pf, mm)
-            _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, q + AHEAD < nblk)
+        _prefetch_after(xw_row, jn, a_pf, mm, first, woff32, q + AHEAD < nblk, B, KEY_BITS, AHEAD)
         j3 = j2
         j2 = j1
         j1 = jn
-        i += 1
-        if i == nblk:
-            _set_sync(wc32 * 0 + 1, 0)
-    else:
-        _nap(wc32)
-    wc32, tk, ti, tva, tvp, count, cur, fin, acc = _poll_and_meet(
-        wc32, i, nblk, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
+    i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
+        i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
         cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
         REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
     )  # fmt: skip
