@@ -321,6 +321,7 @@ def main() -> None:
                 + ("" if cfg.vec else "/nv")
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
+                + (f"/r{cfg.ring}" if cfg.ring else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("/pre" if cfg.samples_in_registers else "")
                 + ("+burst" if cfg.samples_in_registers and cfg.burst else "")
