@@ -24,6 +24,7 @@ from deepselect.triton_backend import (
     CROWDED_MAX_K,
     CROWDED_PER_SM,
     RING_MAX,
+    RING_STAGES,
     SHORT_SAMPLE_MAX_K,
     SHORT_SAMPLE_N,
     W32_MID_BLOCKS,
@@ -35,6 +36,7 @@ from deepselect.triton_backend import (
     kernel_constants,
     launch_config,
     occupancy_variant,
+    ring_stages_max,
     run_triton,
     stream_config,
     stream_launch,
@@ -343,6 +345,27 @@ def test_ring_stages_are_bounded(ring):
             kernel_constants(torch.bfloat16, dataclasses.replace(cfg, ring=ring), **kw)
         ok = kernel_constants(torch.bfloat16, dataclasses.replace(cfg, ring=RING_MAX), **kw)
         assert ok["RING"] == (RING_MAX if w32 else 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ring_leaves_room_for_the_sorted_output(dtype):
+    """The kernel's own shared memory grows with k (the sorted output: 32 KiB at k =
+    4096), and a launch past 48 KiB in all fails: launch_config streams through the
+    ring up to k = 2048 only, and a ring that does not fit beside KP is refused."""
+    kw = dict(
+        largest=True, order=Order.VALUE, has_window=0, off_tensor=False, write_values=True,
+        asm=True, vec=True,
+    )  # fmt: skip
+    for k in (1, 512, 1024, 2048, 2049, 4096, 5000):
+        cfg = launch_config(dtype, k)
+        assert cfg.ring == (RING_STAGES if k <= 2048 else 0), k
+        w32 = dataclasses.replace(cfg, w32=True)
+        assert kernel_constants(dtype, w32, **kw)["RING"] == cfg.ring
+        with pytest.raises(ValueError, match="ring"):
+            kernel_constants(
+                dtype, dataclasses.replace(w32, ring=ring_stages_max(cfg.KP) + 1), **kw
+            )
+    assert ring_stages_max(4096) < RING_STAGES <= ring_stages_max(2048)
 
 
 @pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])

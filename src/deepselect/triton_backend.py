@@ -70,7 +70,8 @@ class LaunchConfig:
        register-held blocks (0). On an H200 (ms, ring 4 without L2 requests against
        the register-held blocks with 4 ahead): bf16 4096 x 1M 2.52-2.54 / 2.64, 768 x
        1M 0.533 / 0.555, 256 x 1M 0.195 / 0.220, fp32 4096 x 129,280 sorted 0.965 /
-       0.975, 256 rows 0.076 / 0.082; 3 and 5 stages within 1% of 4.
+       0.975, 256 rows 0.076 / 0.082; 3 and 5 stages within 1% of 4. launch_config
+       takes RING_STAGES where :func:`ring_stages_max` allows them (k up to 2048).
     sample: the first compaction of a row keeps the rank
        :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
        of the row) instead of the k-th, so the threshold starts near its final value;
@@ -206,7 +207,7 @@ class LaunchConfig:
     w32: bool = False
     w32_from: int | None = 128
     ahead: int = 0
-    ring: int = 4
+    ring: int = 0
     sample: bool = True
     sample_z: float = reference.SAMPLE_Z
     sample_pre: bool = True
@@ -236,8 +237,20 @@ class LaunchConfig:
 
 RING_MAX = 5
 """The most stages ``LaunchConfig.ring`` may have: 40 KiB of static shared memory a
-program of 8 warps, leaving the kernel's own (up to 4 KiB) under the 48 KiB a launch
-may use without opting in."""
+program of 8 warps (:func:`ring_stages_max` bounds it further for larger k)."""
+LAUNCH_SMEM = 48 * 1024
+"""Shared memory a launch may use without opting in (static and dynamic together;
+Triton opts in only where its own dynamic part alone exceeds it)."""
+
+
+def ring_stages_max(kp: int) -> int:
+    """The most ring stages a program may declare beside the kernel's own shared
+    memory, whose largest part is the sorted output's: up to 8 bytes a slot of the
+    ``kp`` (16 KiB at kp = 2048, 32 KiB at 4096: bf16 and fp32 sorted by value,
+    ptxas for sm_90), within LAUNCH_SMEM. Past it the launch fails ("invalid
+    argument")."""
+    per_program = 8 * K.RING_STAGE_BYTES.value  # 8 warps
+    return max(0, min(RING_MAX, (LAUNCH_SMEM - 8 * kp) // per_program))
 
 
 def _next_pow2(v: int) -> int:
@@ -258,6 +271,11 @@ def _measured_triton() -> bool:
     return triton.__version__.startswith(MEASURED_TRITON)
 
 
+RING_STAGES = 4
+"""``LaunchConfig.ring`` where :func:`ring_stages_max` allows it (k up to 2048), else
+the register-held blocks (timed on an H200: benchmarks/RESULTS.md)."""
+
+
 @cache
 def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
@@ -272,6 +290,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
         vec=True, search_tol=2 if bits == 32 else 0, one_barrier=measured, reg_ties=measured,
         tri_search=bits == 32 and measured, sample_pre=measured, sample_tol=2 if bits == 32 else 0,
         sample_spread=measured, lean_final=bits == 32,
+        ring=RING_STAGES if ring_stages_max(max(16, _next_pow2(k))) >= RING_STAGES else 0,
     )  # fmt: skip
 
 
@@ -301,8 +320,11 @@ def kernel_constants(
             reg_search = 4 if cfg.tri_search else 2 if cfg.reg_ties else 1
     w32 = cfg.w32 and vec and asm and cfg.check_every == 1
     ring = cfg.ring if w32 else 0
-    if not 0 <= cfg.ring <= RING_MAX:  # static shared memory and the kernel's own under 48 KiB
-        raise ValueError(f"LaunchConfig.ring is 0 to {RING_MAX} stages, got {cfg.ring}")
+    if not 0 <= cfg.ring <= ring_stages_max(cfg.KP):  # static and the kernel's own under 48 KiB
+        raise ValueError(
+            f"LaunchConfig.ring is 0 to {ring_stages_max(cfg.KP)} stages at KP = {cfg.KP}, "
+            f"got {cfg.ring}"
+        )
     return dict(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,
