@@ -42,9 +42,12 @@ rows (``w32``, see :func:`_tid32`) there is none: each warp streams its share of
 every block at its own pace and the warps meet only to compact (:func:`_meet`).
 
 Each thread loads its block share (32 bytes) with two 16-byte loads where the rows
-are 16-byte aligned (``vec``), one block ahead of the filter (two alternating word
-sets with ``w32``); the measured limit is the loop's instructions and the latency of
-its hit path, not memory (benchmarks/RESULTS.md).
+are 16-byte aligned (``vec``), one block ahead of the filter. With ``w32`` each warp
+either alternates two word sets in registers or, with ``RING`` stages (k up to 2048
+by default), streams through a ring in shared memory filled by ``cp.async``, RING - 1
+blocks in flight (:func:`ring_base_asm`). Measured limits (benchmarks/RESULTS.md): the
+block-synchronous loop's instructions and the latency of its hit path; the
+warp-private loop's loads in flight, then its hits and compactions.
 """
 
 from __future__ import annotations
