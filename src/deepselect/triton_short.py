@@ -1198,6 +1198,9 @@ def radix_phases_kernel(
                     at = tl.load(hs_b + nb, mask=b < q, other=0, cache_modifier=".cg")
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
+            # FULL: a whole segment's count is a call of its own on a constant mask, so
+            # that the build drops the mask; merged into one call on a mask chosen at
+            # run time, the build keeps one masked count for both (ptxas, sm_90)
             if TILES == 1:
                 if FULL and _whole(seg0, L, lo, hi, NMAX):  # every key valid: no mask
                     h = _digit_histogram(keys, everyone, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
