@@ -249,8 +249,7 @@ def ring_stages_max(kp: int) -> int:
     ``kp`` (16 KiB at kp = 2048, 32 KiB at 4096: bf16 and fp32 sorted by value,
     ptxas for sm_90), within LAUNCH_SMEM. Past it the launch fails ("invalid
     argument")."""
-    per_program = 8 * K.RING_STAGE_BYTES.value  # 8 warps
-    return max(0, min(RING_MAX, (LAUNCH_SMEM - 8 * kp) // per_program))
+    return max(0, min(RING_MAX, (LAUNCH_SMEM - 8 * kp) // K.ring_bytes(1)))
 
 
 def _next_pow2(v: int) -> int:

@@ -666,10 +666,15 @@ LOAD32_ASM = tl.constexpr(load32_asm())
 RING_STAGE_BYTES = tl.constexpr(1024)
 
 
-def ring_base_asm(stages: int, warps: int = 8) -> str:
-    """The ring's shared-memory address: ``warps * stages`` stages declared once per
-    program (the asm runs once, before the row loop)."""
-    size = warps * stages * RING_STAGE_BYTES.value
+def ring_bytes(stages: int, warps: int = 8) -> int:
+    """Static shared memory a program's ring takes: ``stages`` stages for each warp."""
+    return warps * stages * RING_STAGE_BYTES.value
+
+
+def ring_base_asm(stages: int) -> str:
+    """The ring's shared-memory address: :func:`ring_bytes` declared once per program
+    (the asm runs once, before the row loop)."""
+    size = ring_bytes(stages)
     return f"{{ .shared .align 128 .b8 deepselect_ring[{size}]; mov.u32 $0, deepselect_ring; }}"
 
 
