@@ -170,6 +170,7 @@ FLAGS = {  # launch variants that set fields of the launch
 NUMBERED = {  # launch variants NAME<N> that set one field to N
     "pf": ("ahead", int),
     "ring": ("ring", int),
+    "raise": ("raise_every", int),
     "sk": ("sample_keys", int),
     "stol": ("sample_tol", int),
     "tol": ("search_tol", int),
@@ -322,6 +323,7 @@ def main() -> None:
                 + ("/w32" if cfg.w32 else "/now32" if cfg.w32_from is None else "")
                 + (f"/pf{cfg.ahead}" if cfg.ahead else "")
                 + (f"/r{cfg.ring}" if cfg.ring else "")
+                + (f"/up{cfg.raise_every}" if cfg.raise_every else "")
                 + ("" if cfg.sample else "/nosb")
                 + ("/pre" if cfg.samples_in_registers else "")
                 + ("+burst" if cfg.samples_in_registers and cfg.burst else "")

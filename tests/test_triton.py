@@ -36,6 +36,7 @@ from deepselect.triton_backend import (
     kernel_constants,
     launch_config,
     occupancy_variant,
+    raise_fits,
     ring_stages_max,
     run_triton,
     stream_config,
@@ -366,6 +367,38 @@ def test_ring_leaves_room_for_the_sorted_output(dtype):
                 dtype, dataclasses.replace(w32, ring=ring_stages_max(cfg.KP) + 1), **kw
             )
     assert ring_stages_max(4096) < RING_STAGES <= ring_stages_max(2048)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_raised_threshold_only_where_its_histogram_fits(dtype):
+    """LaunchConfig.raise_every (a power of two) counts the hits in 1 KiB of static
+    shared memory beside the ring: taken only in the ring's loop, with the sample's
+    bound from registers, and where it fits beside the ring and the kernel's own
+    shared memory (k up to 1024 with four stages); elsewhere the build is the same
+    as without it, and the filter counts nothing."""
+    kw = dict(
+        largest=True, order=Order.VALUE, has_window=0, off_tensor=False, write_values=True,
+        asm=True, vec=True,
+    )  # fmt: skip
+    for k in (1, 512, 1024, 2048, 4096):
+        base = launch_config(dtype, k)
+        cfg = dataclasses.replace(base, w32=True, raise_every=8, sample_pre=True)
+        fits = bool(cfg.ring) and raise_fits(cfg.KP, cfg.ring)
+        assert fits == (cfg.KP <= 1024), k
+        got = kernel_constants(dtype, cfg, **kw)
+        want = 8 if fits else 0
+        assert got["RAISE"] == want, k
+        assert ("red.shared.add" in got["FILTER"]) == (want > 0), k
+        for off in (
+            dataclasses.replace(cfg, ring=0),
+            dataclasses.replace(cfg, w32=False),
+            dataclasses.replace(cfg, sample=False),
+        ):
+            assert kernel_constants(dtype, off, **kw)["RAISE"] == 0
+    cfg = dataclasses.replace(launch_config(dtype, 512), w32=True)
+    for bad in (-1, 3, 12):
+        with pytest.raises(ValueError, match="raise_every"):
+            kernel_constants(dtype, dataclasses.replace(cfg, raise_every=bad), **kw)
 
 
 @pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])
@@ -710,6 +743,14 @@ def test_gpu_stream_kernel_every_dtype_and_direction(dtype, largest, w32):
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
 
 
+def _gpu_windows(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row window starts in [0, 100,000) and ends up to 12,000 past them (too
+    short to be sampled), on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
+    return begin, begin + torch.randint(0, 12_000, (rows,), device="cuda", generator=g)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "nan_hotspots", "staircase"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -722,9 +763,7 @@ def test_gpu_warp_private_stream(kind, dtype, ring):
     stages (``ring``)."""
     rows, n = 24, 300_000
     x = make(kind, rows, n, dtype, "cuda", seed=31)
-    g = torch.Generator(device="cuda").manual_seed(1)
-    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
-    short = begin + torch.randint(0, 12_000, (rows,), device="cuda", generator=g)
+    begin, short = _gpu_windows(rows, 1)
     cases = (
         (512, {}),
         (2048, {"begin": begin}),
@@ -739,6 +778,36 @@ def test_gpu_warp_private_stream(kind, dtype, ring):
             oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
             run_triton(x, k, opt, ov, oi, config=cfg)
             assert_same_topk((ov, oi), oracle_topk(x, k, opt), order)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots", "staircase"]
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("every", [1, 8])
+def test_gpu_raised_threshold(kind, dtype, every):
+    """The warps raising their thresholds from the hits' histogram between compactions
+    (``raise_every``): rows long enough to be sampled, ties, NaN, both directions,
+    windows (a sampled window, one too short to be sampled), k = 512 and 1024, every
+    order; the result is the oracle's."""
+    rows, n = 24, 400_000
+    x = make(kind, rows, n, dtype, "cuda", seed=41)
+    begin, short = _gpu_windows(rows, 2)
+    cases = (
+        (512, True, {}),
+        (1024, False, {"begin": begin}),
+        (512, False, {"end": begin + 250_000}),
+        (1024, True, {"begin": begin, "end": short}),
+    )
+    for k, largest, window in cases:
+        cfg = dataclasses.replace(launch_config(dtype, k), w32=True, raise_every=every)
+        for order in (Order.NONE, Order.VALUE, Order.INDEX):
+            opt = TopkOptions(order=order, largest=largest, **window)
+            ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+            oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+            run_triton(x, k, opt, ov, oi, config=cfg)
+            assert_same_topk((ov, oi), oracle_topk(x, k, opt), order, f"{kind} k={k} {window}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -259,7 +259,9 @@ def _ptx_fast_mask(w: list[str], bits: int, largest: bool, ty: str) -> list[str]
     return out
 
 
-def _ptx_single_hit(w: list[str], bits: int, inf: int, largest: bool, vec: bool) -> list[str]:
+def _ptx_single_hit(
+    w: list[str], bits: int, inf: int, largest: bool, vec: bool, hist: bool = False
+) -> list[str]:
     """PTX lines placing a lane's only hit (``%n == 1``; bit ``%b`` of ``%mask``) at
     ``[%pk]`` / ``[%pi]`` and jumping to the end: its word picked by three levels of
     selects on the word's number, its element's key and index computed from the bit,
@@ -301,15 +303,32 @@ def _ptx_single_hit(w: list[str], bits: int, inf: int, largest: bool, vec: bool)
         "add.s32 %idx, $12, %t;",
         "st.global.u32 [%pk], %key;",
         "st.global.u32 [%pi], %idx;",
+        *(_ptx_hist_count() if hist else []),
         "bra.uni $$DONE${:uid};",
         "$$MULTI${:uid}:",
     ]
     return out
 
 
+def _ptx_hist_count() -> list[str]:
+    """PTX lines counting the hit ``%key`` in the histogram (address %ha, bin width
+    2^%hs from base key $19; keys past the last bin in it; keys below $19, and keys
+    at the threshold's $10, which can raise it no further, nowhere): see HIST_BINS."""
+    return [
+        "sub.u32 %hb, %key, $19;",
+        "shr.u32 %hb, %hb, %hs;",
+        f"min.u32 %hb, %hb, {HIST_BINS.value - 1};",
+        "shl.b32 %hb, %hb, 2;",
+        "add.u32 %hb, %hb, %ha;",
+        "setp.hs.u32 %p, %key, $19;",
+        "setp.hi.and.u32 %p, %key, $10, %p;",
+        "@%p red.shared.add.u32 [%hb], 1;",
+    ]
+
+
 def filter_asm(
     bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True,
-    fast: bool = True, single: bool = True,
+    fast: bool = True, single: bool = True, hist: bool = False,
 ) -> str:  # fmt: skip
     """One thread's share of the block filter, with its warp's hits appended.
 
@@ -339,7 +358,11 @@ def filter_asm(
     compare. Checked for every 16-bit key by tests/test_triton.py.
 
     ``single``: a lane with one hit (the usual lane with any) places it directly
-    (:func:`_ptx_single_hit`)."""
+    (:func:`_ptx_single_hit`).
+
+    ``hist``: each hit also counts in the program's histogram of candidate keys
+    (see HIST_BINS; $18 the histogram's packed address and shift, $19 its base
+    key)."""
     per_word = 32 // bits
     cmp = "geu" if largest else "leu"
     ty = ("f16x2" if fp16 else "bf16x2") if bits == 16 else "f32"
@@ -348,7 +371,7 @@ def filter_asm(
     out = [
         "{",
         ".reg .b32 %f<8>, %acc, %mg, %sg, %raw, %key, %idx, %mask, %n, %s, %t, %tot, %sel,",
-        "    %res, %b, %c, %j, %u, %x<4>;",
+        "    %res, %b, %c, %j, %u, %x<4>, %ha, %hs, %hb;",
         ".reg .b64 %pk, %pi, %off;",
         ".reg .pred %p, %pn, %pz, %ps, %ph, %pe, %pv, %q, %px;",
         "mov.b32 %mask, 0;",
@@ -424,8 +447,10 @@ def filter_asm(
         "add.s64 %pk, $16, %off;",
         "add.s64 %pi, $17, %off;",
     ]
+    if hist:  # the histogram's address and bin width (HIST_PACK_ASM)
+        out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "shr.u32 %hs, $18, 27;"]
     if single:
-        out += _ptx_single_hit(w, bits, inf, largest, vec)
+        out += _ptx_single_hit(w, bits, inf, largest, vec, hist)
     bit = 0
     for c in range(WORDS):
         wmask = ((1 << per_word) - 1) << (c * per_word)
@@ -448,6 +473,7 @@ def filter_asm(
                 f"add.s32 %idx, $12, {elem};",
                 "st.global.u32 [%pk], %key;",
                 "st.global.u32 [%pi], %idx;",
+                *(_ptx_hist_count() if hist else []),
                 "add.u64 %pk, %pk, 4;",
                 "add.u64 %pi, %pi, 4;",
                 f"{label}:",
@@ -580,15 +606,24 @@ def _load_words_vec(xw_row, blk_start, lo, hi, live, B: tl.constexpr, KEY_BITS: 
 @triton.jit
 def _filter_words(
     w0, w1, w2, w3, w4, w5, w6, w7, first_elem, lo, hi, tk, ti, tv_at, tv_past, wcnt, rk, ri,
-    FILTER: tl.constexpr,
+    FILTER: tl.constexpr, hreg=0, hbase=0, HIST: tl.constexpr = False,
 ):  # fmt: skip
     """The filter with its per-thread core in PTX (see :func:`filter_asm`): returns
     each lane's copy of its warp's new candidate count. ``first_elem`` is each
     thread's first element, ``rk``/``ri`` its warp's regions, ``tv_at``/``tv_past``
     the compare values of :func:`_coarse_pair`; every operand has the shape of
-    ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`)."""
+    ``wcnt`` ([256], or [32] in the warp-private form of :func:`_tid32`). HIST: the
+    hits also counted in the histogram ``hreg`` from key ``hbase`` (see HIST_BINS)."""
     zero = wcnt * 0
     tv = tl.where(first_elem >= ti, tv_past, tv_at)
+    if HIST:
+        return tl.inline_asm_elementwise(
+            FILTER, "=r" + ",r" * 15 + ",l,l,r,r",
+            [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv,
+             zero + tk.to(tl.int32, bitcast=True), zero + ti, first_elem, zero + lo, zero + hi,
+             wcnt, rk, ri, zero + hreg, zero + hbase.to(tl.int32, bitcast=True)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
     return tl.inline_asm_elementwise(
         FILTER, "=r" + ",r" * 15 + ",l,l",
         [w0, w1, w2, w3, w4, w5, w6, w7, zero + tv,
@@ -720,6 +755,117 @@ def ring_issue_asm() -> str:
 
 
 RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
+
+# RAISE > 0 (LaunchConfig.raise_every, warps streaming through the ring, sampled rows):
+# the hits of a row are also counted in a histogram of HIST_BINS bins in static shared
+# memory (bin b: keys from base + b * 2^s, the last bin everything above; base the
+# sample's bound, 2^s the sample's key range over HIST_BINS). Every RAISE blocks one
+# warp in turn reads the histogram and offers the highest bin start with k or more
+# candidates at or above it in the spare sync word (RAISE_ASM); every warp takes it as
+# its threshold key when it polls (POLL_RAISE_ASM) if it is above its own: those
+# candidates are all in the buffer, so the row's k-th key is at least that start. The
+# threshold then follows the k-th of the part of the row seen so far between the
+# compactions, instead of staying at the sample's bound. The histogram's packed form:
+# bits 0..17 its address, 18..25 the warp's turn (blocks), 26 on (a sampled row),
+# 27..31 the bin width's log2.
+HIST_BINS = tl.constexpr(256)
+HIST_BYTES = 4 * HIST_BINS.value
+HIST_ADDR_MASK = (1 << 18) - 1
+HIST_BASE_ASM = tl.constexpr(
+    f"{{ .shared .align 16 .b8 deepselect_hist[{HIST_BYTES}]; mov.u32 $0, deepselect_hist; }}"
+)
+# the histogram's word $1 := 0
+HIST_ZERO_ASM = tl.constexpr("{ st.shared.u32 [$1], 0; mov.b32 $0, 0; }")
+# the histogram's address $1 (and turn) with its bin width 2^s in bits 27.. (s = the bit
+# length of the key range $2 less 8, at least 0: the range fits in the bins)
+HIST_PACK_ASM = tl.constexpr(
+    "{ .reg .b32 %t; bfind.u32 %t, $2; sub.s32 %t, %t, 7; max.s32 %t, %t, 0; "
+    "shl.b32 %t, %t, 27; or.b32 $0, %t, $1; }"
+)
+
+
+def raise_asm() -> str:
+    """Offer the threshold key the warps may raise to (see HIST_BINS): $1 the
+    histogram's packed address (HIST_PACK_ASM), $2 its base key, $3 k. Lane l holds
+    bins 8l .. 8l + 7; a suffix sum over the lanes finds the last lane whose bins and
+    those above reach k, that lane the last of its bins that does: that bin's first
+    key goes to the spare sync word (word 3) if above what it holds; nothing where no
+    bin start has k candidates at or above it. The counts only grow while the row
+    streams, so a stale read gives a lower key, never a wrong one."""
+    per = HIST_BINS.value // 32
+    b = [f"%b{j}" for j in range(per)]
+    out = [
+        "{",
+        f".reg .b32 %b<{per}>, %a, %s, %t, %u, %bal, %lane, %j, %acc, %sh;",
+        ".reg .pred %p;",
+        "mov.u32 %lane, %laneid;",
+        f"and.b32 %a, $1, {HIST_ADDR_MASK};",
+        f"mad.lo.u32 %a, %lane, {4 * per}, %a;",
+    ]
+    out += [
+        f"ld.volatile.shared.v4.u32 {{{', '.join(b[q : q + 4])}}}, [%a+{4 * q}];"
+        for q in range(0, per, 4)
+    ]
+    out += [f"add.u32 %s, {b[0]}, {b[1]};"] + [f"add.u32 %s, %s, {x};" for x in b[2:]]
+    for d in (1, 2, 4, 8, 16):  # %s: this lane's bins and all above
+        out += [f"shfl.sync.down.b32 %t|%p, %s, {d}, 31, 0xffffffff;", "@%p add.u32 %s, %s, %t;"]
+    out += [
+        "shfl.sync.down.b32 %u|%p, %s, 1, 31, 0xffffffff;",  # the bins above this lane's
+        "@!%p mov.u32 %u, 0;",
+        "setp.hs.u32 %p, %s, $3;",
+        "vote.sync.ballot.b32 %bal, %p, 0xffffffff;",
+        "mov.u32 %acc, %u;",
+        "mov.u32 %j, 0;",
+    ]
+    for x in reversed(b):  # %j: how many of this lane's bin starts have k at or above
+        out += [f"add.u32 %acc, %acc, {x};", "setp.hs.u32 %p, %acc, $3;", "@%p add.u32 %j, %j, 1;"]
+    out += [
+        f"mad.lo.u32 %j, %lane, {per}, %j;",
+        "sub.u32 %j, %j, 1;",  # this lane's last bin reaching k (if it is the lane)
+        "bfind.u32 %t, %bal;",  # the last lane reaching k
+        "shfl.sync.idx.b32 %j, %j, %t, 31, 0xffffffff;",
+        "shr.u32 %sh, $1, 27;",
+        "shl.b32 %j, %j, %sh;",
+        "add.u32 %j, %j, $2;",
+        "setp.ne.u32 %p, %bal, 0;",
+        "setp.eq.and.u32 %p, %lane, 0, %p;",
+        "mov.b32 %a, global_smem;",
+        "@%p red.shared.max.u32 [%a+12], %j;",
+        "mov.b32 $0, 0;",
+        "}",
+    ]
+    return "\n".join(out)
+
+
+RAISE_ASM = tl.constexpr(raise_asm())
+# POLL_ASM, with bit 2 set where the spare sync word $7 (an offered threshold key) is
+# above this warp's $8
+POLL_RAISE_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %a, %w; setp.gt.s32 %p, $1, $2; "
+    "@%p st.volatile.shared.b32 [$6+8], 1; selp.b32 %w, 1, $5, %p; "
+    "and.b32 %a, $3, $4; setp.eq.u32 %p, %a, 0x01010101; selp.b32 %a, 2, 0, %p; "
+    "or.b32 %w, %a, %w; setp.hi.u32 %p, $7, $8; selp.b32 %a, 4, 0, %p; or.b32 $0, %a, %w; }"
+)
+# the spare sync word := 0 (no key offered): as a row starts, and after a compaction
+# (whose reductions may have used it)
+RAISE_CLEAR_ASM = tl.constexpr(
+    "{ .reg .b32 %a; mov.b32 %a, global_smem; st.volatile.shared.b32 [%a+12], 0; mov.b32 $0, 0; }"
+)
+# W32: lane 0 of each warp stores $1 at word warp of shared bytes 16.. (free between
+# the meetings); after a barrier, TK_MIN_ASM reads the least of the eight
+TK_STORE_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %t, %l, %a; mov.u32 %t, %tid.x; and.b32 %l, %t, 31; "
+    "setp.eq.u32 %p, %l, 0; shr.u32 %t, %t, 5; shl.b32 %t, %t, 2; add.u32 %a, %t, 16; "
+    "mov.b32 %t, global_smem; add.u32 %a, %a, %t; @%p st.shared.b32 [%a], $1; "
+    "mov.b32 $0, 0; }"
+)
+TK_MIN_ASM = tl.constexpr(
+    "{ .reg .b32 %a<8>, %p; mov.b32 %p, global_smem; add.u32 %p, %p, 16; "
+    "ld.shared.v4.b32 {%a0, %a1, %a2, %a3}, [%p]; ld.shared.v4.b32 {%a4, %a5, %a6, %a7}, [%p+16]; "
+    "min.u32 %a0, %a0, %a1; min.u32 %a2, %a2, %a3; min.u32 %a4, %a4, %a5; "
+    "min.u32 %a6, %a6, %a7; min.u32 %a0, %a0, %a2; min.u32 %a4, %a4, %a6; "
+    "min.u32 $0, %a0, %a4; }"
+)
 # lane $2's value of $1 (every lane gets it)
 LANE_PICK_ASM = tl.constexpr("shfl.sync.idx.b32 $0, $1, $2, 0x1f, 0xffffffff;")
 
@@ -890,6 +1036,79 @@ def _lane_pick(v32, lane):
     return tl.inline_asm_elementwise(
         LANE_PICK_ASM, "=r,r,r", [v32, v32 * 0 + lane], dtype=tl.int32, is_pure=True, pack=1
     )  # fmt: skip
+
+
+@triton.jit
+def _hist_base(dep32):
+    """The histogram's shared-memory address (see HIST_BINS; once per program)."""
+    return tl.inline_asm_elementwise(
+        HIST_BASE_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+
+
+@triton.jit
+def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
+    """A row's histogram (see HIST_BINS): this thread's word of it zeroed (every
+    thread's, with a barrier after, before any warp counts), and its address packed
+    with the warp's turn (``warp * RAISE`` blocks), the bin width that fits keys
+    ``base`` .. ``hi_key`` (uint32) into its bins and bit 26 set where ``on`` (the row
+    raises its threshold from it)."""
+    tl.inline_asm_elementwise(
+        HIST_ZERO_ASM, "=r,r", [hist32 + tid32 * 4], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    rng = (hi_key - base).to(tl.int32, bitcast=True)
+    packed = tl.inline_asm_elementwise(
+        HIST_PACK_ASM, "=r,r,r", [hist32, hist32 * 0 + rng], dtype=tl.int32, is_pure=True, pack=1
+    )  # fmt: skip
+    packed = packed | (((tid32 // 32) * RAISE) << 18)
+    return tl.max(packed, axis=0) | tl.where(on, 1 << 26, 0)  # the same in every lane
+
+
+@triton.jit
+def _raise_offer(hreg, hbase, k, dep32):
+    """Offer the key the warps' thresholds may rise to (see :func:`raise_asm`);
+    ``dep32`` any warp-private [32] value."""
+    z = dep32 * 0
+    tl.inline_asm_elementwise(
+        RAISE_ASM, "=r,r,r,r", [z + hreg, z + hbase.to(tl.int32, bitcast=True), z + k],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _poll_raise(wcnt32, limit, d0, d1, wanted, sb32, d3, tk):
+    """:func:`_poll`, with bit 2 set where the offered key ``d3`` (the sync read's
+    spare word) is above this warp's threshold key ``tk`` (see POLL_RAISE_ASM)."""
+    st = tl.inline_asm_elementwise(
+        POLL_RAISE_ASM, "=r,r,r,r,r,r,r,r,r",
+        [wcnt32, wcnt32 * 0 + limit, d0, d1, wanted, sb32, d3,
+         wcnt32 * 0 + tk.to(tl.int32, bitcast=True)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+    return tl.max(st, axis=0)
+
+
+@triton.jit
+def _raise_clear(dep32):
+    """No threshold key offered (see RAISE_CLEAR_ASM)."""
+    tl.inline_asm_elementwise(
+        RAISE_CLEAR_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+
+
+@triton.jit
+def _tk_least(tk, dep32):
+    """The least of the warps' threshold keys ``tk`` (a barrier between their stores
+    and the reads; W32, at a meeting)."""
+    tl.inline_asm_elementwise(
+        TK_STORE_ASM, "=r,r", [dep32 + tk.to(tl.int32, bitcast=True)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+    tl.debug_barrier()
+    least = tl.inline_asm_elementwise(
+        TK_MIN_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    return tl.max(least, axis=0).to(tl.uint32, bitcast=True)
 
 
 # the trigger's slots: 2 x 8 words of shared memory from byte 16 (past the w32 sync
@@ -1420,7 +1639,8 @@ def _sample_bound(
     SAMPLE_TOL > 0: the search may stop at a key with between the rank and ``rank *
     (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much lower: still
     valid, as any bound at or below the rank's key). PROFILE: the loads' and the
-    search's cycles added to ``prof[9]`` and ``prof[10]``."""
+    search's cycles added to ``prof[9]`` and ``prof[10]``. Returns the bound and the
+    sample's largest key."""
     if PROFILE:
         t0 = _clock(sample_n)
     col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK)
@@ -1438,7 +1658,7 @@ def _sample_bound(
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
-    return pk
+    return pk, k_hi
 
 
 @triton.jit
@@ -1623,16 +1843,21 @@ def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
     CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
     LEAN: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr, RAISE: tl.constexpr = 0,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
     into the other, with each warp's count ``wcount``; the final one (slack 0) once
     every warp is done. ``done``: this warp has filtered all its blocks. Returns the
     threshold, the count, the half to append to (after the final compaction: the
     half it read, as the output expects) and whether this was the final one.
-    ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`."""
+    ``sample_n > 0``: a compaction before the last keeps :func:`_first_kk`. RAISE > 0:
+    the warps' thresholds may differ (each raised its own): the search starts from
+    the least of them (every one is at most the buffer's k-th key)."""
     z32 = tl.zeros([32], tl.int32)
-    tl.debug_barrier()  # every warp is here: its appends and its done byte are in
+    if RAISE > 0:
+        tk = _tk_least(tk, z32)  # its barrier is the one below's
+    else:
+        tl.debug_barrier()  # every warp is here: its appends and its done byte are in
     sb32 = _smem_base(z32)
     d0, d1, wanted, _ = _sync_read(z32, sb32)
     fin = _poll(z32, 0, d0, d1, wanted, sb32) >> 1  # the same in every warp
@@ -1646,6 +1871,8 @@ def _meet(
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
+    if RAISE > 0:
+        _raise_clear(z32)
     tl.debug_barrier()  # the sync state is consistent before anyone polls
     # the survivors are in the other half; the output reads "the other half" of cur
     return tk, ti, count, tl.where(fin != 0, cur, CAP - cur), fin
@@ -1809,7 +2036,8 @@ def _warp_step(
 def _warp_filter(
     w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
     wc32, scr_k, scr_i, cur, acc, KEY_BITS: tl.constexpr, FILTER: tl.constexpr,
-    B: tl.constexpr, CAP: tl.constexpr, PROFILE: tl.constexpr,
+    B: tl.constexpr, CAP: tl.constexpr, PROFILE: tl.constexpr, hreg=0, hbase=0,
+    HIST: tl.constexpr = False,
 ):  # fmt: skip
     """A warp's filter of its words of block ``ja`` (W32): the hits appended to its
     region of half ``cur``. Returns its count and the profile counters (PROFILE)."""
@@ -1821,6 +2049,7 @@ def _warp_filter(
     wc32 = _filter_words(
         w0, w1, w2, w3, w4, w5, w6, w7, (ja + first) * B + woff32 * PER_WORD, lo, hi,
         tk, ti, tva, tvp, wc32, scr_k + cur + warp32 * S, scr_i + cur + warp32 * S, FILTER,
+        hreg, hbase, HIST,
     )  # fmt: skip
     if PROFILE:
         new = wc32 - before
@@ -1847,6 +2076,7 @@ def _step_end(
     SIGN: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+    RAISE: tl.constexpr = 0, d3=0,
 ):  # fmt: skip
     """The end of a warp's step (W32): one block more filtered (``i < nblk``: the step
     filtered one; this warp's done byte set after its last), or a nap if this warp was
@@ -1864,12 +2094,21 @@ def _step_end(
             _set_sync(wc32 * 0 + 1, 0)
     else:
         _nap(wc32)
-    if _poll(wc32, LIMIT, d0, d1, wanted, sb32) != 0:  # a compaction is wanted, or all done
+    if RAISE > 0:  # the threshold key offered (d3, see HIST_BINS) if above this warp's
+        st = _poll_raise(wc32, LIMIT, d0, d1, wanted, sb32, d3, tk)
+        go = st & 3
+        if st == 4:
+            tk = tl.max(d3, axis=0).to(tl.uint32, bitcast=True)
+            ti = k * 0 + 0x7FFFFFFF
+            tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
+    else:
+        go = _poll(wc32, LIMIT, d0, d1, wanted, sb32)
+    if go != 0:  # a compaction is wanted, or all done
         if PROFILE:
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, LEAN, SAMPLE_Z, SEARCH_TOL,
+            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, LEAN, SAMPLE_Z, SEARCH_TOL, RAISE,
         )  # fmt: skip
         wc32 = _dealt(count, warp32)
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -1886,15 +2125,19 @@ def _ring_step(
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
-    SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr,
+    SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr, hreg=0, hbase=0,
+    RAISE: tl.constexpr = 0,
 ):  # fmt: skip
     """One step of an independently streaming warp through its ring (RING > 0, see
     :func:`ring_base_asm`): filter block ``i`` of the order from its stage ``i mod
     RING`` (the stage's block in lane ``i mod RING`` of ``jq``), then copy block ``i +
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
     order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
-    Then poll and meet as :func:`_warp_step` does."""
-    d0, d1, wanted, _ = _sync_read(wc32, sb32)
+    RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
+    warp's offer of a key every 8 * RAISE blocks (at its turn, where bit 26 of ``hreg``
+    says the row raises) and the offered key taken (see HIST_BINS). Then poll and meet
+    as :func:`_warp_step` does."""
+    d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
         st = i % RING
         slot = slot0 + st * RING_STAGE_BYTES
@@ -1902,7 +2145,8 @@ def _ring_step(
         ja = _lane_pick(jq, st)
         wc32, acc = _warp_filter(
             w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
-            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE,
+            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE, hreg, hbase,
+            RAISE > 0,
         )  # fmt: skip
         q = i + RING
         jn = _next_block(j1, j3, q, a, mm, nblk, p)
@@ -1912,10 +2156,14 @@ def _ring_step(
         j3 = j2
         j2 = j1
         j1 = jn
+        if RAISE > 0:  # this warp's turn to offer a key (sampled rows)
+            turn = (hreg >> 18) & 0xFF
+            if (((i - turn) % (8 * RAISE)) == 0) & ((hreg & (1 << 26)) != 0):
+                _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
         cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
-        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
+        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL, RAISE, d3,
     )  # fmt: skip
     return jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
@@ -2062,6 +2310,7 @@ def deepselect_rows_kernel(
     RING: tl.constexpr = 0,
     RING_BASE: tl.constexpr = "",
     RING_READ: tl.constexpr = "",
+    RAISE: tl.constexpr = 0,
     SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
@@ -2112,6 +2361,8 @@ def deepselect_rows_kernel(
         lane32 = tid32 % 32
         if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
             slot0 = _ring_base(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
+        if RAISE > 0:
+            hist32 = _hist_base(zero32)
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -2183,11 +2434,12 @@ def deepselect_rows_kernel(
                 burst_at = sample_n * 0 + 0x3FFFFFFF
                 if BURST:  # only with SAMPLE_PRE (kernel_constants)
                     burst_at = tl.where(sample_n > 0, k, burst_at)
+                s_hi = tk  # RAISE: the sample's largest key (sampled rows)
                 if SAMPLE_PRE:
                     if sample_n > 0:
                         if PROFILE:
                             t_pre = _clock(sample_n)
-                        tk = _sample_bound(
+                        tk, s_hi = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             INF_BITS, LARGEST, B, SAMPLE_KEYS, REG_SEARCH, SAMPLE_Z,
                             SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE,
@@ -2208,6 +2460,11 @@ def deepselect_rows_kernel(
                     wc32 = zero32
                     i = row * 0  # blocks this warp has filtered
                     acc = zero32  # profiling counters (see _warp_step)
+                    hreg = row * 0
+                    hbase = tk
+                    if RAISE > 0:  # the row's histogram, zeroed before the barrier
+                        hreg = _hist_start(hist32, tid32, hbase, s_hi, sample_n > 0, RAISE)
+                        _raise_clear(zero32)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
@@ -2239,7 +2496,7 @@ def deepselect_rows_kernel(
                                 wc32, woff32, warp32, lane32, tk, ti, tva, tvp, count, cur, scr_k,
                                 scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS, KEY_MASK,
                                 SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, LEAN, AHEAD,
-                                PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ,
+                                PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ, hreg, hbase, RAISE,
                             )  # fmt: skip
                     else:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
