@@ -45,9 +45,11 @@ Each thread loads its block share (32 bytes) with two 16-byte loads where the ro
 are 16-byte aligned (``vec``), one block ahead of the filter. With ``w32`` each warp
 either alternates two word sets in registers or, with ``RING`` stages (k up to 2048
 by default), streams through a ring in shared memory filled by ``cp.async``, RING - 1
-blocks in flight (:func:`ring_base_asm`). Measured limits (benchmarks/RESULTS.md): the
-block-synchronous loop's instructions and the latency of its hit path; the
-warp-private loop's loads in flight, then its hits and compactions.
+blocks in flight (:func:`ring_base_asm`); with ``RAISE`` (off by default) the warps
+also raise their thresholds between compactions from a histogram of the hits (see
+HIST_BINS). Measured limits (benchmarks/RESULTS.md): the block-synchronous loop's
+instructions and the latency of its hit path; the warp-private loop through the
+ring, its instructions: the hits the sample's bound lets through, and compactions.
 """
 
 from __future__ import annotations
