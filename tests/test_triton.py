@@ -371,7 +371,7 @@ def test_ring_leaves_room_for_the_sorted_output(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_raised_threshold_only_where_its_histogram_fits(dtype):
-    """LaunchConfig.raise_every (a power of two) counts the hits in 1 KiB of static
+    """LaunchConfig.raise_every (a power of two up to 32) counts the hits in 1 KiB of static
     shared memory beside the ring: taken only in the ring's loop, with the sample's
     bound from registers, and where it fits beside the ring and the kernel's own
     shared memory (k up to 1024 with four stages); elsewhere the build is the same
@@ -396,7 +396,7 @@ def test_raised_threshold_only_where_its_histogram_fits(dtype):
         ):
             assert kernel_constants(dtype, off, **kw)["RAISE"] == 0
     cfg = dataclasses.replace(launch_config(dtype, 512), w32=True)
-    for bad in (-1, 3, 12):
+    for bad in (-1, 3, 12, 64):
         with pytest.raises(ValueError, match="raise_every"):
             kernel_constants(dtype, dataclasses.replace(cfg, raise_every=bad), **kw)
 

@@ -74,11 +74,11 @@ class LaunchConfig:
        takes RING_STAGES where :func:`ring_stages_max` allows them (k up to 2048).
     raise_every: with ``ring`` and the sample's bound from registers, the hits of a
        sampled row are also counted in a histogram in shared memory (1 KiB a program,
-       where :func:`raise_fits`), and every this many blocks each warp raises its
-       threshold to the highest bin start that k candidates reach (0: off): the
-       threshold follows the k-th of the row seen so far between compactions, not
-       the sample's bound, so fewer hits. Blocks between two offers (one warp in
-       turn reads the histogram): a power of two. Off by default: on an H200 (ms,
+       where :func:`raise_fits`), and every this many blocks one warp in turn offers
+       the highest bin start that k candidates reach, which every warp takes as its
+       threshold key (0: off): the threshold follows the k-th of the row seen so far
+       between compactions, not the sample's bound, so fewer hits. A power of two up
+       to RAISE_MAX (a warp's turn is packed in 8 bits). Off by default: on an H200 (ms,
        off / 8) bf16 4096 x 1M 2.528 / 2.411, 256 x 1M 0.194 / 0.174, ascending
        4096 x 1M 2.523 / 2.366, but rows of 32 distinct values 2.927 / 3.175 (every
        hit counted, most at the threshold's key) and fp32 4096 x 129,280 sorted
@@ -264,6 +264,10 @@ def ring_stages_max(kp: int) -> int:
     return max(0, min(RING_MAX, (LAUNCH_SMEM - 8 * kp) // K.ring_bytes(1)))
 
 
+RAISE_MAX = 32
+"""The largest ``LaunchConfig.raise_every``."""
+
+
 def raise_fits(kp: int, ring: int) -> bool:
     """Whether the histogram of ``LaunchConfig.raise_every`` fits beside a ring of
     ``ring`` stages and the kernel's own shared memory (as :func:`ring_stages_max`)."""
@@ -337,8 +341,10 @@ def kernel_constants(
             reg_search = 4 if cfg.tri_search else 2 if cfg.reg_ties else 1
     w32 = cfg.w32 and vec and asm and cfg.check_every == 1
     ring = cfg.ring if w32 else 0
-    if cfg.raise_every < 0 or cfg.raise_every & (cfg.raise_every - 1):
-        raise ValueError(f"raise_every must be 0 or a power of two, not {cfg.raise_every}")
+    if not 0 <= cfg.raise_every <= RAISE_MAX or cfg.raise_every & (cfg.raise_every - 1):
+        raise ValueError(
+            f"raise_every must be 0 or a power of two up to {RAISE_MAX}, not {cfg.raise_every}"
+        )
     # the threshold raised from the hits' histogram: only in the ring's loop, from the
     # bound of a sample taken in registers, where the histogram fits
     raising = bool(ring and cfg.samples_in_registers and raise_fits(cfg.KP, ring))
