@@ -305,30 +305,26 @@ def _ptx_single_hit(
         "add.s32 %idx, $12, %t;",
         "st.global.u32 [%pk], %key;",
         "st.global.u32 [%pi], %idx;",
-        *(_ptx_hist_count("s") if hist else []),
+        *(_ptx_hist_count() if hist else []),
         "bra.uni $$DONE${:uid};",
         "$$MULTI${:uid}:",
     ]
     return out
 
 
-def _ptx_hist_count(site: str) -> list[str]:
+def _ptx_hist_count() -> list[str]:
     """PTX lines counting the hit ``%key`` in the histogram (address %ha, bin width
-    2^%hs from base key $19; keys past the last bin in it; keys below $19 nowhere, nor
-    keys at or below the threshold's $10, which can raise it no further: the hits of
-    a tie-heavy row, most of them at the threshold's key, skip the rest with one
-    branch): see HIST_BINS. ``site`` names the hit's place in the filter (labels)."""
+    2^%hs from base key $19; keys past the last bin in it; keys below $19, and keys
+    at the threshold's $10, which can raise it no further, nowhere): see HIST_BINS."""
     return [
-        "setp.ls.u32 %p, %key, $10;",
-        f"@%p bra $$NOH{site}${{:uid}};",
         "sub.u32 %hb, %key, $19;",
         "shr.u32 %hb, %hb, %hs;",
         f"min.u32 %hb, %hb, {HIST_BINS.value - 1};",
         "shl.b32 %hb, %hb, 2;",
         "add.u32 %hb, %hb, %ha;",
         "setp.hs.u32 %p, %key, $19;",
+        "setp.hi.and.u32 %p, %key, $10, %p;",
         "@%p red.shared.add.u32 [%hb], 1;",
-        f"$$NOH{site}${{:uid}}:",
     ]
 
 
@@ -454,7 +450,7 @@ def filter_asm(
         "add.s64 %pi, $17, %off;",
     ]
     if hist:  # the histogram's address and bin width (HIST_PACK_ASM)
-        out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "bfe.u32 %hs, $18, 18, 5;"]
+        out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "shr.u32 %hs, $18, 27;"]
     if single:
         out += _ptx_single_hit(w, bits, inf, largest, vec, hist)
     bit = 0
@@ -479,7 +475,7 @@ def filter_asm(
                 f"add.s32 %idx, $12, {elem};",
                 "st.global.u32 [%pk], %key;",
                 "st.global.u32 [%pi], %idx;",
-                *(_ptx_hist_count(str(bit)) if hist else []),
+                *(_ptx_hist_count() if hist else []),
                 "add.u64 %pk, %pk, 4;",
                 "add.u64 %pi, %pi, 4;",
                 f"{label}:",
@@ -772,8 +768,8 @@ RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
 # candidates are all in the buffer, so the row's k-th key is at least that start. The
 # threshold then follows the k-th of the part of the row seen so far between the
 # compactions, instead of staying at the sample's bound. The histogram's packed form:
-# bits 0..17 its address, 18..22 the bin width's log2, 23..30 how many blocks this
-# warp is before its turn in 8 * RAISE, 31 off (a row not sampled: no offers).
+# bits 0..17 its address, 18..25 the warp's turn (blocks), 26 on (a sampled row),
+# 27..31 the bin width's log2.
 HIST_BINS = tl.constexpr(256)
 HIST_BYTES = 4 * HIST_BINS.value
 HIST_ADDR_MASK = (1 << 18) - 1
@@ -782,11 +778,11 @@ HIST_BASE_ASM = tl.constexpr(
 )
 # the histogram's word $1 := 0
 HIST_ZERO_ASM = tl.constexpr("{ st.shared.u32 [$1], 0; mov.b32 $0, 0; }")
-# the histogram's address $1 with its bin width 2^s in bits 18.. (s = the bit length of
-# the key range $2 less 8, at least 0: the range fits in the bins; s < 25)
+# the histogram's address $1 (and turn) with its bin width 2^s in bits 27.. (s = the bit
+# length of the key range $2 less 8, at least 0: the range fits in the bins)
 HIST_PACK_ASM = tl.constexpr(
     "{ .reg .b32 %t; bfind.u32 %t, $2; sub.s32 %t, %t, 7; max.s32 %t, %t, 0; "
-    "shl.b32 %t, %t, 18; or.b32 $0, %t, $1; }"
+    "shl.b32 %t, %t, 27; or.b32 $0, %t, $1; }"
 )
 
 
@@ -830,7 +826,7 @@ def raise_asm() -> str:
         "sub.u32 %j, %j, 1;",  # this lane's last bin reaching k (if it is the lane)
         "bfind.u32 %t, %bal;",  # the last lane reaching k
         "shfl.sync.idx.b32 %j, %j, %t, 31, 0xffffffff;",
-        "bfe.u32 %sh, $1, 18, 5;",
+        "shr.u32 %sh, $1, 27;",
         "shl.b32 %j, %j, %sh;",
         "add.u32 %j, %j, $2;",
         "setp.ne.u32 %p, %bal, 0;",
@@ -1019,17 +1015,13 @@ def _ring_read(slot32, RING_READ: tl.constexpr):
 
 @triton.jit
 def _ring_issue(slot32, xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr,
-                KEY_BITS: tl.constexpr, MIDDLE: tl.constexpr = False):  # fmt: skip
+                KEY_BITS: tl.constexpr):  # fmt: skip
     """Block ``j`` (of the row's ``nblk``, from block ``first``) into this warp's stage
     at ``slot32`` by cp.async, one group committed (see :func:`ring_issue_asm`); the
-    middle blocks whole, the two ends word by word as :func:`_load32` reads them.
-    MIDDLE: ``j`` is known to be a middle block (no test)."""
+    middle blocks whole, the two ends word by word as :func:`_load32` reads them."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     wstart = (j + first) * (B // PER_WORD)
-    if MIDDLE:
-        full = live.to(tl.int32)
-    else:
-        full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
+    full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
     wfirst = wstart + woff32
     zero = woff32 * 0
     return tl.inline_asm_elementwise(
@@ -1060,10 +1052,9 @@ def _hist_base(dep32):
 def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
     """A row's histogram (see HIST_BINS): this thread's word of it zeroed (every
     thread's, with a barrier after, before any warp counts), and its address packed
-    with the bin width that fits keys ``base`` .. ``hi_key`` (uint32) into its bins,
-    the blocks until this warp's turn to offer (its turn ``warp * RAISE`` of every
-    ``8 * RAISE``) and bit 31 set unless ``on`` (the row raises its threshold from
-    it)."""
+    with the warp's turn (``warp * RAISE`` blocks), the bin width that fits keys
+    ``base`` .. ``hi_key`` (uint32) into its bins and bit 26 set where ``on`` (the row
+    raises its threshold from it)."""
     tl.inline_asm_elementwise(
         HIST_ZERO_ASM, "=r,r", [hist32 + tid32 * 4], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
@@ -1071,8 +1062,8 @@ def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
     packed = tl.inline_asm_elementwise(
         HIST_PACK_ASM, "=r,r,r", [hist32, hist32 * 0 + rng], dtype=tl.int32, is_pure=True, pack=1
     )  # fmt: skip
-    packed = packed | ((((8 - tid32 // 32) % 8) * RAISE) << 23)
-    return tl.max(packed, axis=0) | tl.where(on, 0, -(1 << 31))  # the same in every lane
+    packed = packed | (((tid32 // 32) * RAISE) << 18)
+    return tl.max(packed, axis=0) | tl.where(on, 1 << 26, 0)  # the same in every lane
 
 
 @triton.jit
@@ -2137,25 +2128,20 @@ def _ring_step(
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr, hreg=0, hbase=0,
-    RAISE: tl.constexpr = 0, ENDS_FIRST: tl.constexpr = False,
+    RAISE: tl.constexpr = 0,
 ):  # fmt: skip
     """One step of an independently streaming warp through its ring (RING > 0, see
     :func:`ring_base_asm`): filter block ``i`` of the order from its stage ``i mod
     RING`` (the stage's block in lane ``i mod RING`` of ``jq``), then copy block ``i +
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
-    order, :func:`_next_block`; ENDS_FIRST: the row's ends are blocks 0 and 1 of the
-    order (``p = 0``), so every block the loop copies, ``i + RING >= 3``, is the middle
-    block after ``j1``); AHEAD > 0: also ask L2 for the block AHEAD after it.
+    order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
     RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
-    warp's offer of a key every 8 * RAISE blocks (at its turn, unless bit 31 of
-    ``hreg`` says the row does not raise) and the offered key taken (see HIST_BINS).
-    Then poll and meet as :func:`_warp_step` does."""
+    warp's offer of a key every 8 * RAISE blocks (at its turn, where bit 26 of ``hreg``
+    says the row raises) and the offered key taken (see HIST_BINS). Then poll and meet
+    as :func:`_warp_step` does."""
     d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
-        if (RING & (RING - 1)) == 0:  # (a mask: a signed modulo takes four instructions)
-            st = i & (RING - 1)
-        else:
-            st = i % RING
+        st = i % RING
         slot = slot0 + st * RING_STAGE_BYTES
         w0, w1, w2, w3, w4, w5, w6, w7 = _ring_read(slot, RING_READ)
         ja = _lane_pick(jq, st)
@@ -2165,21 +2151,16 @@ def _ring_step(
             RAISE > 0,
         )  # fmt: skip
         q = i + RING
-        if ENDS_FIRST:
-            jn = _next_mid(j1, a, mm)
-        else:
-            jn = _next_block(j1, j3, q, a, mm, nblk, p)
-        _ring_issue(
-            slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS, ENDS_FIRST
-        )
+        jn = _next_block(j1, j3, q, a, mm, nblk, p)
+        _ring_issue(slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS)
         jq = tl.where(lane32 == st, jn, jq)
         _prefetch_after(xw_row, jn, a_pf, mm, first, woff32, q + AHEAD < nblk, B, KEY_BITS, AHEAD)
         j3 = j2
         j2 = j1
         j1 = jn
         if RAISE > 0:  # this warp's turn to offer a key (sampled rows)
-            due = i + (hreg.to(tl.uint32, bitcast=True) >> 23).to(tl.int32)
-            if (due & (0x100 | (8 * RAISE - 1))) == 0:
+            turn = (hreg >> 18) & 0xFF
+            if (((i - turn) % (8 * RAISE)) == 0) & ((hreg & (1 << 26)) != 0):
                 _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
@@ -2377,9 +2358,9 @@ def deepselect_rows_kernel(
     if W32:  # each thread's warp and first word, warp-private (see _tid32)
         zero32 = tl.zeros([32], tl.int32)
         tid32 = _tid32(zero32)
-        warp32 = tid32 >> 5  # (shifts and masks: a thread index is never negative)
+        warp32 = tid32 // 32
         woff32 = tid32 * 4  # the vector layout's first word
-        lane32 = tid32 & 31
+        lane32 = tid32 % 32
         if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
             slot0 = _ring_base(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
         if RAISE > 0:
@@ -2412,8 +2393,7 @@ def deepselect_rows_kernel(
         # data-independent block order (reference.block_at): the middle blocks
         # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
         # at p and p + 1, right after the first compaction's sample (a region
-        # fills within CAP / B blocks while every element is a candidate); the ring's
-        # loop with the sample's bound from registers takes them first (p = 0)
+        # fills within CAP / B blocks while every element is a candidate)
         m = tl.maximum(nblk, 1)
         mm = tl.maximum(m - 2, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
@@ -2494,17 +2474,12 @@ def deepselect_rows_kernel(
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     sb32 = _smem_base(zero32)
                     if RING > 0:  # blocks 0 .. RING - 1 of the order into the stages
-                        # with the sample's bound from registers the ends need not follow
-                        # a first compaction's sample: they go first (p = 0), and every
-                        # block past the ring's first is the middle block after the last
-                        ENDS_FIRST: tl.constexpr = SAMPLE_PRE and RING >= 3
-                        pr = p * 0 if ENDS_FIRST else p
                         jq = zero32  # lane s: the block in stage s
                         j1 = m * 0
                         j2 = m * 0
                         j3 = m * 0
                         for s in tl.static_range(RING):
-                            js = _block_at(m * 0 + s, m, a, c, pr)
+                            js = _block_at(m * 0 + s, m, a, c, p)
                             _ring_issue(
                                 slot0 + s * RING_STAGE_BYTES, xw_row, js, first, woff32, lo, hi,
                                 nblk, nblk > s, B, KEY_BITS,
@@ -2524,7 +2499,6 @@ def deepselect_rows_kernel(
                                 scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS, KEY_MASK,
                                 SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, LEAN, AHEAD,
                                 PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ, hreg, hbase, RAISE,
-                                ENDS_FIRST,
                             )  # fmt: skip
                     else:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
