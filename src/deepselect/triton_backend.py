@@ -255,13 +255,18 @@ LAUNCH_SMEM = 48 * 1024
 Triton opts in only where its own dynamic part alone exceeds it)."""
 
 
+def own_smem(kp: int) -> int:
+    """The most shared memory the kernel itself takes at ``kp``: its largest part is
+    the sorted output's, up to 8 bytes a slot (16 KiB at kp = 2048, 32 KiB at 4096:
+    bf16 and fp32 sorted by value, ptxas for sm_90)."""
+    return 8 * kp
+
+
 def ring_stages_max(kp: int) -> int:
     """The most ring stages a program may declare beside the kernel's own shared
-    memory, whose largest part is the sorted output's: up to 8 bytes a slot of the
-    ``kp`` (16 KiB at kp = 2048, 32 KiB at 4096: bf16 and fp32 sorted by value,
-    ptxas for sm_90), within LAUNCH_SMEM. Past it the launch fails ("invalid
-    argument")."""
-    return max(0, min(RING_MAX, (LAUNCH_SMEM - 8 * kp) // K.ring_bytes(1)))
+    memory (:func:`own_smem`), within LAUNCH_SMEM. Past it the launch fails
+    ("invalid argument")."""
+    return max(0, min(RING_MAX, (LAUNCH_SMEM - own_smem(kp)) // K.ring_bytes(1)))
 
 
 RAISE_MAX = 32
@@ -271,7 +276,7 @@ RAISE_MAX = 32
 def raise_fits(kp: int, ring: int) -> bool:
     """Whether the histogram of ``LaunchConfig.raise_every`` fits beside a ring of
     ``ring`` stages and the kernel's own shared memory (as :func:`ring_stages_max`)."""
-    return 8 * kp + K.ring_bytes(ring) + K.HIST_BYTES <= LAUNCH_SMEM
+    return own_smem(kp) + K.ring_bytes(ring) + K.HIST_BYTES <= LAUNCH_SMEM
 
 
 def _next_pow2(v: int) -> int:

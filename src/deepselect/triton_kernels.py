@@ -997,10 +997,12 @@ def _load32(xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr, KEY_B
 
 
 @triton.jit
-def _ring_base(dep32, RING_BASE: tl.constexpr):
-    """The ring's shared-memory address (see :func:`ring_base_asm`)."""
+def _asm_once(dep32, ASM: tl.constexpr):
+    """Run ``ASM`` (one int32 result, one operand: ``dep32``, what it waits for), never
+    merged with another run nor dropped: the ring's and the histogram's addresses
+    (:func:`ring_base_asm`, HIST_BASE_ASM), the offered key cleared (RAISE_CLEAR_ASM)."""
     return tl.inline_asm_elementwise(
-        RING_BASE, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
+        ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
 
 
@@ -1037,14 +1039,6 @@ def _lane_pick(v32, lane):
     """Lane ``lane``'s element of the warp-private ``v32``, in every lane."""
     return tl.inline_asm_elementwise(
         LANE_PICK_ASM, "=r,r,r", [v32, v32 * 0 + lane], dtype=tl.int32, is_pure=True, pack=1
-    )  # fmt: skip
-
-
-@triton.jit
-def _hist_base(dep32):
-    """The histogram's shared-memory address (see HIST_BINS; once per program)."""
-    return tl.inline_asm_elementwise(
-        HIST_BASE_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
 
 
@@ -1088,14 +1082,6 @@ def _poll_raise(wcnt32, limit, d0, d1, wanted, sb32, d3, tk):
         dtype=tl.int32, is_pure=False, pack=1,
     )  # fmt: skip
     return tl.max(st, axis=0)
-
-
-@triton.jit
-def _raise_clear(dep32):
-    """No threshold key offered (see RAISE_CLEAR_ASM)."""
-    tl.inline_asm_elementwise(
-        RAISE_CLEAR_ASM, "=r,r", [dep32], dtype=tl.int32, is_pure=False, pack=1
-    )  # fmt: skip
 
 
 @triton.jit
@@ -1874,7 +1860,7 @@ def _meet(
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
     if RAISE > 0:
-        _raise_clear(z32)
+        _asm_once(z32, RAISE_CLEAR_ASM)
     tl.debug_barrier()  # the sync state is consistent before anyone polls
     # the survivors are in the other half; the output reads "the other half" of cur
     return tk, ti, count, tl.where(fin != 0, cur, CAP - cur), fin
@@ -2362,9 +2348,9 @@ def deepselect_rows_kernel(
         woff32 = tid32 * 4  # the vector layout's first word
         lane32 = tid32 % 32
         if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
-            slot0 = _ring_base(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
+            slot0 = _asm_once(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
         if RAISE > 0:
-            hist32 = _hist_base(zero32)
+            hist32 = _asm_once(zero32, HIST_BASE_ASM)  # the histogram's address
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -2466,7 +2452,7 @@ def deepselect_rows_kernel(
                     hbase = tk
                     if RAISE > 0:  # the row's histogram, zeroed before the barrier
                         hreg = _hist_start(hist32, tid32, hbase, s_hi, sample_n > 0, RAISE)
-                        _raise_clear(zero32)
+                        _asm_once(zero32, RAISE_CLEAR_ASM)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
                     a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
