@@ -305,26 +305,30 @@ def _ptx_single_hit(
         "add.s32 %idx, $12, %t;",
         "st.global.u32 [%pk], %key;",
         "st.global.u32 [%pi], %idx;",
-        *(_ptx_hist_count() if hist else []),
+        *(_ptx_hist_count("s") if hist else []),
         "bra.uni $$DONE${:uid};",
         "$$MULTI${:uid}:",
     ]
     return out
 
 
-def _ptx_hist_count() -> list[str]:
+def _ptx_hist_count(site: str) -> list[str]:
     """PTX lines counting the hit ``%key`` in the histogram (address %ha, bin width
-    2^%hs from base key $19; keys past the last bin in it; keys below $19, and keys
-    at the threshold's $10, which can raise it no further, nowhere): see HIST_BINS."""
+    2^%hs from base key $19; keys past the last bin in it; keys below $19 nowhere, nor
+    keys at or below the threshold's $10, which can raise it no further: the hits of
+    a tie-heavy row, most of them at the threshold's key, skip the rest with one
+    branch): see HIST_BINS. ``site`` names the hit's place in the filter (labels)."""
     return [
+        "setp.ls.u32 %p, %key, $10;",
+        f"@%p bra $$NOH{site}${{:uid}};",
         "sub.u32 %hb, %key, $19;",
         "shr.u32 %hb, %hb, %hs;",
         f"min.u32 %hb, %hb, {HIST_BINS.value - 1};",
         "shl.b32 %hb, %hb, 2;",
         "add.u32 %hb, %hb, %ha;",
         "setp.hs.u32 %p, %key, $19;",
-        "setp.hi.and.u32 %p, %key, $10, %p;",
         "@%p red.shared.add.u32 [%hb], 1;",
+        f"$$NOH{site}${{:uid}}:",
     ]
 
 
@@ -475,7 +479,7 @@ def filter_asm(
                 f"add.s32 %idx, $12, {elem};",
                 "st.global.u32 [%pk], %key;",
                 "st.global.u32 [%pi], %idx;",
-                *(_ptx_hist_count() if hist else []),
+                *(_ptx_hist_count(str(bit)) if hist else []),
                 "add.u64 %pk, %pk, 4;",
                 "add.u64 %pi, %pi, 4;",
                 f"{label}:",
