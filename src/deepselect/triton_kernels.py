@@ -454,7 +454,7 @@ def filter_asm(
         "add.s64 %pi, $17, %off;",
     ]
     if hist:  # the histogram's address and bin width (HIST_PACK_ASM)
-        out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "shr.u32 %hs, $18, 27;"]
+        out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "bfe.u32 %hs, $18, 18, 5;"]
     if single:
         out += _ptx_single_hit(w, bits, inf, largest, vec, hist)
     bit = 0
@@ -772,8 +772,8 @@ RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
 # candidates are all in the buffer, so the row's k-th key is at least that start. The
 # threshold then follows the k-th of the part of the row seen so far between the
 # compactions, instead of staying at the sample's bound. The histogram's packed form:
-# bits 0..17 its address, 18..25 the warp's turn (blocks), 26 on (a sampled row),
-# 27..31 the bin width's log2.
+# bits 0..17 its address, 18..22 the bin width's log2, 23..30 how many blocks this
+# warp is before its turn in 8 * RAISE, 31 off (a row not sampled: no offers).
 HIST_BINS = tl.constexpr(256)
 HIST_BYTES = 4 * HIST_BINS.value
 HIST_ADDR_MASK = (1 << 18) - 1
@@ -782,11 +782,11 @@ HIST_BASE_ASM = tl.constexpr(
 )
 # the histogram's word $1 := 0
 HIST_ZERO_ASM = tl.constexpr("{ st.shared.u32 [$1], 0; mov.b32 $0, 0; }")
-# the histogram's address $1 (and turn) with its bin width 2^s in bits 27.. (s = the bit
-# length of the key range $2 less 8, at least 0: the range fits in the bins)
+# the histogram's address $1 with its bin width 2^s in bits 18.. (s = the bit length of
+# the key range $2 less 8, at least 0: the range fits in the bins; s < 25)
 HIST_PACK_ASM = tl.constexpr(
     "{ .reg .b32 %t; bfind.u32 %t, $2; sub.s32 %t, %t, 7; max.s32 %t, %t, 0; "
-    "shl.b32 %t, %t, 27; or.b32 $0, %t, $1; }"
+    "shl.b32 %t, %t, 18; or.b32 $0, %t, $1; }"
 )
 
 
@@ -830,7 +830,7 @@ def raise_asm() -> str:
         "sub.u32 %j, %j, 1;",  # this lane's last bin reaching k (if it is the lane)
         "bfind.u32 %t, %bal;",  # the last lane reaching k
         "shfl.sync.idx.b32 %j, %j, %t, 31, 0xffffffff;",
-        "shr.u32 %sh, $1, 27;",
+        "bfe.u32 %sh, $1, 18, 5;",
         "shl.b32 %j, %j, %sh;",
         "add.u32 %j, %j, $2;",
         "setp.ne.u32 %p, %bal, 0;",
@@ -1050,9 +1050,10 @@ def _lane_pick(v32, lane):
 def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
     """A row's histogram (see HIST_BINS): this thread's word of it zeroed (every
     thread's, with a barrier after, before any warp counts), and its address packed
-    with the warp's turn (``warp * RAISE`` blocks), the bin width that fits keys
-    ``base`` .. ``hi_key`` (uint32) into its bins and bit 26 set where ``on`` (the row
-    raises its threshold from it)."""
+    with the bin width that fits keys ``base`` .. ``hi_key`` (uint32) into its bins,
+    the blocks until this warp's turn to offer (its turn ``warp * RAISE`` of every
+    ``8 * RAISE``) and bit 31 set unless ``on`` (the row raises its threshold from
+    it)."""
     tl.inline_asm_elementwise(
         HIST_ZERO_ASM, "=r,r", [hist32 + tid32 * 4], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
@@ -1060,8 +1061,8 @@ def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
     packed = tl.inline_asm_elementwise(
         HIST_PACK_ASM, "=r,r,r", [hist32, hist32 * 0 + rng], dtype=tl.int32, is_pure=True, pack=1
     )  # fmt: skip
-    packed = packed | (((tid32 // 32) * RAISE) << 18)
-    return tl.max(packed, axis=0) | tl.where(on, 1 << 26, 0)  # the same in every lane
+    packed = packed | ((((8 - tid32 // 32) % 8) * RAISE) << 23)
+    return tl.max(packed, axis=0) | tl.where(on, 0, -(1 << 31))  # the same in every lane
 
 
 @triton.jit
@@ -2126,9 +2127,9 @@ def _ring_step(
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
     order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
     RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
-    warp's offer of a key every 8 * RAISE blocks (at its turn, where bit 26 of ``hreg``
-    says the row raises) and the offered key taken (see HIST_BINS). Then poll and meet
-    as :func:`_warp_step` does."""
+    warp's offer of a key every 8 * RAISE blocks (at its turn, unless bit 31 of
+    ``hreg`` says the row does not raise) and the offered key taken (see HIST_BINS).
+    Then poll and meet as :func:`_warp_step` does."""
     d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
         st = i % RING
@@ -2149,8 +2150,8 @@ def _ring_step(
         j2 = j1
         j1 = jn
         if RAISE > 0:  # this warp's turn to offer a key (sampled rows)
-            turn = (hreg >> 18) & 0xFF
-            if (((i - turn) % (8 * RAISE)) == 0) & ((hreg & (1 << 26)) != 0):
+            due = i + (hreg.to(tl.uint32, bitcast=True) >> 23).to(tl.int32)
+            if (due & (0x100 | (8 * RAISE - 1))) == 0:
                 _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
