@@ -2132,7 +2132,10 @@ def _ring_step(
     Then poll and meet as :func:`_warp_step` does."""
     d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
-        st = i % RING
+        if (RING & (RING - 1)) == 0:  # (a mask: a signed modulo takes four instructions)
+            st = i & (RING - 1)
+        else:
+            st = i % RING
         slot = slot0 + st * RING_STAGE_BYTES
         w0, w1, w2, w3, w4, w5, w6, w7 = _ring_read(slot, RING_READ)
         ja = _lane_pick(jq, st)
@@ -2349,9 +2352,9 @@ def deepselect_rows_kernel(
     if W32:  # each thread's warp and first word, warp-private (see _tid32)
         zero32 = tl.zeros([32], tl.int32)
         tid32 = _tid32(zero32)
-        warp32 = tid32 // 32
+        warp32 = tid32 >> 5  # (shifts and masks: a thread index is never negative)
         woff32 = tid32 * 4  # the vector layout's first word
-        lane32 = tid32 % 32
+        lane32 = tid32 & 31
         if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
             slot0 = _asm_once(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
         if RAISE > 0:
