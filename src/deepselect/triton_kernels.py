@@ -2119,13 +2119,15 @@ def _ring_step(
     CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
     AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr, hreg=0, hbase=0,
-    RAISE: tl.constexpr = 0,
+    RAISE: tl.constexpr = 0, ENDS_FIRST: tl.constexpr = False,
 ):  # fmt: skip
     """One step of an independently streaming warp through its ring (RING > 0, see
     :func:`ring_base_asm`): filter block ``i`` of the order from its stage ``i mod
     RING`` (the stage's block in lane ``i mod RING`` of ``jq``), then copy block ``i +
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
-    order, :func:`_next_block`); AHEAD > 0: also ask L2 for the block AHEAD after it.
+    order, :func:`_next_block`; ENDS_FIRST: the row's ends are blocks 0 and 1 of the
+    order (``p = 0``), so every block the loop copies, ``i + RING >= 3``, is the middle
+    block after ``j1``); AHEAD > 0: also ask L2 for the block AHEAD after it.
     RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
     warp's offer of a key every 8 * RAISE blocks (at its turn, unless bit 31 of
     ``hreg`` says the row does not raise) and the offered key taken (see HIST_BINS).
@@ -2145,7 +2147,10 @@ def _ring_step(
             RAISE > 0,
         )  # fmt: skip
         q = i + RING
-        jn = _next_block(j1, j3, q, a, mm, nblk, p)
+        if ENDS_FIRST:
+            jn = _next_mid(j1, a, mm)
+        else:
+            jn = _next_block(j1, j3, q, a, mm, nblk, p)
         _ring_issue(slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS)
         jq = tl.where(lane32 == st, jn, jq)
         _prefetch_after(xw_row, jn, a_pf, mm, first, woff32, q + AHEAD < nblk, B, KEY_BITS, AHEAD)
@@ -2387,7 +2392,8 @@ def deepselect_rows_kernel(
         # data-independent block order (reference.block_at): the middle blocks
         # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
         # at p and p + 1, right after the first compaction's sample (a region
-        # fills within CAP / B blocks while every element is a candidate)
+        # fills within CAP / B blocks while every element is a candidate); the ring's
+        # loop with the sample's bound from registers takes them first (p = 0)
         m = tl.maximum(nblk, 1)
         mm = tl.maximum(m - 2, 1)
         h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
@@ -2468,12 +2474,17 @@ def deepselect_rows_kernel(
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     sb32 = _smem_base(zero32)
                     if RING > 0:  # blocks 0 .. RING - 1 of the order into the stages
+                        # with the sample's bound from registers the ends need not follow
+                        # a first compaction's sample: they go first (p = 0), and every
+                        # block past the ring's first is the middle block after the last
+                        ENDS_FIRST: tl.constexpr = SAMPLE_PRE and RING >= 3
+                        pr = p * 0 if ENDS_FIRST else p
                         jq = zero32  # lane s: the block in stage s
                         j1 = m * 0
                         j2 = m * 0
                         j3 = m * 0
                         for s in tl.static_range(RING):
-                            js = _block_at(m * 0 + s, m, a, c, p)
+                            js = _block_at(m * 0 + s, m, a, c, pr)
                             _ring_issue(
                                 slot0 + s * RING_STAGE_BYTES, xw_row, js, first, woff32, lo, hi,
                                 nblk, nblk > s, B, KEY_BITS,
@@ -2493,6 +2504,7 @@ def deepselect_rows_kernel(
                                 scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS, KEY_MASK,
                                 SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, LEAN, AHEAD,
                                 PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ, hreg, hbase, RAISE,
+                                ENDS_FIRST,
                             )  # fmt: skip
                     else:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
