@@ -1021,13 +1021,17 @@ def _ring_read(slot32, RING_READ: tl.constexpr):
 
 @triton.jit
 def _ring_issue(slot32, xw_row, j, first, woff32, lo, hi, nblk, live, B: tl.constexpr,
-                KEY_BITS: tl.constexpr):  # fmt: skip
+                KEY_BITS: tl.constexpr, MIDDLE: tl.constexpr = False):  # fmt: skip
     """Block ``j`` (of the row's ``nblk``, from block ``first``) into this warp's stage
     at ``slot32`` by cp.async, one group committed (see :func:`ring_issue_asm`); the
-    middle blocks whole, the two ends word by word as :func:`_load32` reads them."""
+    middle blocks whole, the two ends word by word as :func:`_load32` reads them.
+    MIDDLE: ``j`` is known to be a middle block (no test)."""
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     wstart = (j + first) * (B // PER_WORD)
-    full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
+    if MIDDLE:
+        full = live.to(tl.int32)
+    else:
+        full = (live & (j > 0) & (j < nblk - 1)).to(tl.int32)
     wfirst = wstart + woff32
     zero = woff32 * 0
     return tl.inline_asm_elementwise(
@@ -2151,7 +2155,9 @@ def _ring_step(
             jn = _next_mid(j1, a, mm)
         else:
             jn = _next_block(j1, j3, q, a, mm, nblk, p)
-        _ring_issue(slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS)
+        _ring_issue(
+            slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS, ENDS_FIRST
+        )
         jq = tl.where(lane32 == st, jn, jq)
         _prefetch_after(xw_row, jn, a_pf, mm, first, woff32, q + AHEAD < nblk, B, KEY_BITS, AHEAD)
         j3 = j2
