@@ -773,7 +773,7 @@ RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
 # threshold then follows the k-th of the part of the row seen so far between the
 # compactions, instead of staying at the sample's bound. The histogram's packed form:
 # bits 0..17 its address, 18..22 the bin width's log2, 23..30 how many blocks this
-# warp is before its turn in 8 * RAISE, 31 off (a row not sampled: no offers).
+# warp is before its turn in 8 * RAISE.
 HIST_BINS = tl.constexpr(256)
 HIST_BYTES = 4 * HIST_BINS.value
 HIST_ADDR_MASK = (1 << 18) - 1
@@ -1051,13 +1051,12 @@ def _lane_pick(v32, lane):
 
 
 @triton.jit
-def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
+def _hist_start(hist32, tid32, base, hi_key, RAISE: tl.constexpr):
     """A row's histogram (see HIST_BINS): this thread's word of it zeroed (every
     thread's, with a barrier after, before any warp counts), and its address packed
-    with the bin width that fits keys ``base`` .. ``hi_key`` (uint32) into its bins,
+    with the bin width that fits keys ``base`` .. ``hi_key`` (uint32) into its bins and
     the blocks until this warp's turn to offer (its turn ``warp * RAISE`` of every
-    ``8 * RAISE``) and bit 31 set unless ``on`` (the row raises its threshold from
-    it)."""
+    ``8 * RAISE``)."""
     tl.inline_asm_elementwise(
         HIST_ZERO_ASM, "=r,r", [hist32 + tid32 * 4], dtype=tl.int32, is_pure=False, pack=1
     )  # fmt: skip
@@ -1066,7 +1065,7 @@ def _hist_start(hist32, tid32, base, hi_key, on, RAISE: tl.constexpr):
         HIST_PACK_ASM, "=r,r,r", [hist32, hist32 * 0 + rng], dtype=tl.int32, is_pure=True, pack=1
     )  # fmt: skip
     packed = packed | ((((8 - tid32 // 32) % 8) * RAISE) << 23)
-    return tl.max(packed, axis=0) | tl.where(on, 0, -(1 << 31))  # the same in every lane
+    return tl.max(packed, axis=0)  # the same in every lane
 
 
 @triton.jit
@@ -2133,8 +2132,8 @@ def _ring_step(
     order (``p = 0``), so every block the loop copies, ``i + RING >= 3``, is the middle
     block after ``j1``); AHEAD > 0: also ask L2 for the block AHEAD after it.
     RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
-    warp's offer of a key every 8 * RAISE blocks (at its turn, unless bit 31 of
-    ``hreg`` says the row does not raise) and the offered key taken (see HIST_BINS).
+    warp's offer of a key every 8 * RAISE blocks (at its turn) and the offered key
+    taken (see HIST_BINS).
     Then poll and meet as :func:`_warp_step` does."""
     d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
@@ -2165,7 +2164,7 @@ def _ring_step(
         j1 = jn
         if RAISE > 0:  # this warp's turn to offer a key (sampled rows)
             due = i + (hreg.to(tl.uint32, bitcast=True) >> 23).to(tl.int32)
-            if (due & (0x100 | (8 * RAISE - 1))) == 0:
+            if (due & (8 * RAISE - 1)) == 0:
                 _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
@@ -2470,8 +2469,12 @@ def deepselect_rows_kernel(
                     acc = zero32  # profiling counters (see _warp_step)
                     hreg = row * 0
                     hbase = tk
-                    if RAISE > 0:  # the row's histogram, zeroed before the barrier
-                        hreg = _hist_start(hist32, tid32, hbase, s_hi, sample_n > 0, RAISE)
+                    if RAISE > 0:  # the row's histogram, zeroed before the barrier; a row
+                        # without a sample counts only hits at the greatest key (none
+                        # above its threshold's in practice), so it never offers a key
+                        # it could not prove
+                        hbase = tl.where(sample_n > 0, tk, tk | 0xFFFFFFFF)
+                        hreg = _hist_start(hist32, tid32, hbase, s_hi, RAISE)
                         _asm_once(zero32, RAISE_CLEAR_ASM)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
