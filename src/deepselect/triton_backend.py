@@ -78,11 +78,12 @@ class LaunchConfig:
        the highest bin start that k candidates reach, which every warp takes as its
        threshold key (0: off): the threshold follows the k-th of the row seen so far
        between compactions, not the sample's bound, so fewer hits. A power of two up
-       to RAISE_MAX (a warp's turn is packed in 8 bits). Off by default: on an H200 (ms,
-       off / 8) bf16 4096 x 1M 2.528 / 2.411, 256 x 1M 0.194 / 0.174, ascending
-       4096 x 1M 2.523 / 2.366, but rows of 32 distinct values 2.927 / 3.175 (every
-       hit counted, most at the threshold's key) and fp32 4096 x 129,280 sorted
-       0.969 / 1.006 (63 blocks a row: the raise comes late).
+       to RAISE_MAX (a warp's turn is packed in 8 bits). launch_config takes
+       RAISE_EVERY for 16-bit keys: on an H200 (ms, off / 8) bf16 4096 x 1M 2.350 /
+       2.239, 256 x 1M 0.192 / 0.165; on an H100 3.29 / 3.24 and 0.236 / 0.221. Rows
+       of 32 distinct values: H200 2.733 / 2.779 (8 with a 4096-key sample), H100
+       3.542 / 3.586 (8). fp32 4096 x
+       129,280 sorted 0.918 / 0.941 (63 blocks a row: the raise comes late), so off.
     sample: the first compaction of a row keeps the rank
        :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
        of the row) instead of the k-th, so the threshold starts near its final value;
@@ -297,6 +298,11 @@ def _measured_triton() -> bool:
     return triton.__version__.startswith(MEASURED_TRITON)
 
 
+RAISE_EVERY = 8
+"""``LaunchConfig.raise_every`` for 16-bit keys where the ring and the sample's bound
+from registers allow it (timed with Triton 3.6 only: benchmarks/RESULTS.md). 32-bit
+keys keep it off: the fp32 sampler rows (63 blocks) lost 2-3% with it."""
+
 RING_STAGES = 4
 """``LaunchConfig.ring`` where :func:`ring_stages_max` allows it (k up to 2048), else
 the register-held blocks (timed on an H200: benchmarks/RESULTS.md)."""
@@ -317,6 +323,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
         tri_search=bits == 32 and measured, sample_pre=measured, sample_tol=2 if bits == 32 else 0,
         sample_spread=measured, lean_final=bits == 32,
         ring=RING_STAGES if ring_stages_max(max(16, _next_pow2(k))) >= RING_STAGES else 0,
+        raise_every=RAISE_EVERY if bits == 16 and measured else 0,
     )  # fmt: skip
 
 
