@@ -4,7 +4,8 @@
 # key search; TABLE_ARGS more options, e.g. "--only fp32:300:129280:512:value"),
 # robustness distributions in full mode or when ROBUST="dist ..." is set (each a
 # quick table with ROBUST_VARIANT, else VARIANT), then the GPU
-# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all;
+# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all, or a
+# file of test ids ending in .ids, such as an earlier run's unfinished.ids;
 # TESTS=none skips them). TABLE=0 skips the table.
 # READ=1 the plain-read ceiling (benchmarks/read_ceiling.py, READ_ARGS its options),
 # SHORT=1 adds the few/short-rows table (SHORT_ARGS its options; SHORT_DIST="ascending
@@ -92,8 +93,14 @@ if [ "${BENCH:-0}" = 1 ]; then
 fi
 if [ "${TESTS:-tests}" = none ]; then :; else
 # the shards' files stay on the machine (few files come back); their logs in one file
-OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-480} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh ${TESTS:-tests} 2>&1 | tee "$OUT/pytest.txt" | tail -15
+# TESTS=<file>.ids: those test ids (e.g. a run's unfinished.ids, brought back)
+targets=${TESTS:-tests}
+case $targets in *.ids) targets=$(cat "$targets") ;; esac
+if [ -z "$targets" ]; then echo "no test ids in $TESTS: no tests run"; tests_rc=1; else
+OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-480} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh $targets 2>&1 | tee "$OUT/pytest.txt" | tail -16
 tests_rc=$?
+cp /tmp/gpu_tests/unfinished.ids "$OUT/unfinished.ids" 2>/dev/null
+fi
 cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
 cp /tmp/gpu_tests/costs.txt "$OUT/test_costs.txt" 2>/dev/null  # for scripts/gpu_test_costs.txt
 fi

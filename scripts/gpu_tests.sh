@@ -22,7 +22,8 @@
 #                      longest first and none is longer than a 3P-th of the whole;
 #                      a queue run writes its own to $OUT/costs.txt
 #   GPU_TESTS_DRY      1: write and print the split, run nothing
-#   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log (default ./out)
+#   OUT                logs: collect.txt, shard_<i>.ids, shard_<i>.log, unfinished.ids
+#                      (queue: the tests of pieces the time ran out on) (default ./out)
 #   TRITON_CACHE_DIR   compiled kernels (default /tmp/deepselect-triton-cache)
 # Exit status: 0 when every shard passed (skips allowed), 1 otherwise.
 set -uo pipefail
@@ -133,6 +134,13 @@ for ((s = 0; s < P; s++)); do
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 [ "$split" = queue ] && python3 scripts/gpu_test_pieces.py costs "$OUT" >"$OUT/costs.txt"
+# the tests of pieces the time ran out on (queue), for a call of their own:
+#   TESTS=<this file> bash scripts/gpu_run.sh (or gpu_tests.sh $(cat <this file>))
+: >"$OUT/unfinished.ids"
+for pc in "${pieces[@]}"; do
+  rc=$(cat "$OUT/${pc%.ids}.rc" 2>/dev/null || echo 124)
+  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && cat "$OUT/$pc" >>"$OUT/unfinished.ids"
+done
 
 count() { # count <word> <line>: the number before "<word>" in pytest's summary line
   local n
@@ -184,6 +192,8 @@ printf 'total: %d tests  %d passed  %d failed  %d errors  %d skipped  in %d s: %
 [ "$collect_errors" != 0 ] && echo "($collect_errors collection errors: see $OUT/collect.txt)"
 if [ "$status" = FAIL ]; then
   grep -hE '^(FAILED|ERROR) ' "$OUT"/shard_*.log | head -40
+  [ -s "$OUT/unfinished.ids" ] && echo "$(wc -l <"$OUT/unfinished.ids") tests not finished" \
+    "in time: their ids in $OUT/unfinished.ids"
   exit 1
 fi
 exit 0

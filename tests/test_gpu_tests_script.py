@@ -51,17 +51,21 @@ def test_functions_mode_keeps_a_small_function_in_one_shard(tmp_path):
             assert len(holders) == 1, (name, holders)
 
 
-def run_script(tmp_path: Path, mode: str, shards: int, dry: bool, k: str = "") -> str:
-    """gpu_tests.sh over test_keys.py's tests (``k``: a -k expression); its output."""
+def run_script(
+    tmp_path: Path, mode: str, shards: int, dry: bool, k: str = "", seconds: int = 250,
+    status: int = 0,
+) -> str:  # fmt: skip
+    """gpu_tests.sh over test_keys.py's tests (``k``: a -k expression; ``seconds`` its
+    GPU_TESTS_TIMEOUT), which must exit with ``status``; its output."""
     env = dict(os.environ, OUT=str(tmp_path), GPU_TESTS_DRY="1" if dry else "0")
     env.update(GPU_TESTS_MARK="", GPU_TESTS_SHARDS=str(shards), GPU_TESTS_SPLIT=mode)
-    env.update(GPU_TESTS_K=k, GPU_TESTS_TIMEOUT="250")
+    env.update(GPU_TESTS_K=k, GPU_TESTS_TIMEOUT=str(seconds))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     r = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_tests.sh"), "tests/test_keys.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == status, r.stdout + r.stderr
     return r.stdout
 
 
@@ -92,6 +96,19 @@ def test_queue_mode_runs_every_piece_once(tmp_path):
     assert sorted(taken) == sorted(ids) and len(ids) >= 2
     assert f"total: {len(ids)} tests  {len(ids)} passed  0 failed  0 errors" in out, out
     assert out.rstrip().endswith("PASS"), out
+    assert (tmp_path / "unfinished.ids").read_text() == ""
+
+
+def test_queue_mode_lists_the_tests_the_time_ran_out_on(tmp_path):
+    """A queue run whose time runs out fails, and names the tests of the pieces cut
+    or never started in unfinished.ids, for a run of their own (no time at all: no
+    piece starts, whatever the machine's speed)."""
+    out = run_script(tmp_path, "queue", 1, dry=False, k="round_trip or bad_dtype", seconds=0,
+                     status=1)  # fmt: skip
+    ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
+    left = (tmp_path / "unfinished.ids").read_text().splitlines()
+    assert len(ids) >= 2 and sorted(left) == sorted(ids), (left, ids)
+    assert f"{len(ids)} tests not finished in time" in out, out
 
 
 def test_queue_mode_orders_pieces_by_their_cost(tmp_path):
