@@ -82,8 +82,8 @@ class LaunchConfig:
        RAISE_EVERY for 16-bit keys: on an H200 (ms, off / 8) bf16 4096 x 1M 2.350 /
        2.239, 256 x 1M 0.192 / 0.165; on an H100 3.29 / 3.24 and 0.236 / 0.221. Rows
        of 32 distinct values: H200 2.733 / 2.779 (8 with a 4096-key sample), H100
-       3.542 / 3.586 (8). fp32 4096 x
-       129,280 sorted 0.918 / 0.941 (63 blocks a row: the raise comes late), so off.
+       3.542 / 3.586 (8). fp32 4096 x 129,280 sorted 0.918 / 0.941 (63 blocks a row:
+       the raise comes late), so off.
     sample: the first compaction of a row keeps the rank
        :func:`deepselect.reference.sample_rank` of the candidates seen so far (a sample
        of the row) instead of the k-th, so the threshold starts near its final value;

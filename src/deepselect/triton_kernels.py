@@ -45,9 +45,9 @@ Each thread loads its block share (32 bytes) with two 16-byte loads where the ro
 are 16-byte aligned (``vec``), one block ahead of the filter. With ``w32`` each warp
 either alternates two word sets in registers or, with ``RING`` stages (k up to 2048
 by default), streams through a ring in shared memory filled by ``cp.async``, RING - 1
-blocks in flight (:func:`ring_base_asm`); with ``RAISE`` (off by default) the warps
-also raise their thresholds between compactions from a histogram of the hits (see
-HIST_BINS). Measured limits (benchmarks/RESULTS.md): the block-synchronous loop's
+blocks in flight (:func:`ring_base_asm`); with ``RAISE`` (16-bit keys by default)
+the warps also raise their thresholds between compactions from a histogram of the
+hits (see HIST_BINS). Measured limits (benchmarks/RESULTS.md): the block-synchronous loop's
 instructions and the latency of its hit path; the warp-private loop through the
 ring, its instructions: the hits the sample's bound lets through, and compactions.
 """
@@ -765,7 +765,8 @@ RING_ISSUE_ASM = tl.constexpr(ring_issue_asm())
 # RAISE > 0 (LaunchConfig.raise_every, warps streaming through the ring, sampled rows):
 # the hits of a row are also counted in a histogram of HIST_BINS bins in static shared
 # memory (bin b: keys from base + b * 2^s, the last bin everything above; base the
-# sample's bound, 2^s the sample's key range over HIST_BINS). Every RAISE blocks one
+# sample's bound, 2^s the sample's key range over HIST_BINS; a row without a sample:
+# the greatest key, so it never reaches k and never offers). Every RAISE blocks one
 # warp in turn reads the histogram and offers the highest bin start with k or more
 # candidates at or above it in the spare sync word (RAISE_ASM); every warp takes it as
 # its threshold key when it polls (POLL_RAISE_ASM) if it is above its own: those
@@ -2162,7 +2163,7 @@ def _ring_step(
         j3 = j2
         j2 = j1
         j1 = jn
-        if RAISE > 0:  # this warp's turn to offer a key (sampled rows)
+        if RAISE > 0:  # this warp's turn to offer a key
             due = i + (hreg.to(tl.uint32, bitcast=True) >> 23).to(tl.int32)
             if (due & (8 * RAISE - 1)) == 0:
                 _raise_offer(hreg, hbase, k, wc32)
