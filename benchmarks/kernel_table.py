@@ -29,6 +29,7 @@ from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
     _sm_count,
     check_variant,
+    chunk_variant,
     launch_config,
     occupancy_variant,
     other_search,
@@ -164,6 +165,7 @@ FLAGS = {  # launch variants that set fields of the launch
     "radix": dict(radix_search=True),
     "noradix": dict(radix_search=False),
     "smem": dict(radix_search=True, smem_hist=True),
+    "chunk": dict(chunk_search=True),
     "tri": dict(tri_search=True),
     "notri": dict(tri_search=False),
 }
@@ -193,6 +195,8 @@ def apply_variant(cfg, part, k):
     name, n = (m[1], m[2]) if m else (None, None)
     if name == "check":  # check1: every block, the buffer as launched
         return check_variant(cfg, k, int(n))
+    if name == "chunk":  # chunk8: radix passes over the filled slots, checks every 8 blocks
+        return chunk_variant(cfg, k, int(n))
     if name == "tight":  # every N blocks in the launch's buffer: less slack
         return tight_variant(cfg, k, int(n))
     if name == "occ":
@@ -267,7 +271,9 @@ def main() -> None:
             "launch, never crowded), regsearch (the register-held key search, after occN), "
             "chN (compaction chunks of N), zN (the sample's rank N standard deviations above "
             "its mean, not 5), tolN (a compaction before the last may keep up to k * (1 + "
-            "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async); "
+            "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async), "
+            "chunk (the compaction's searches by radix passes over the filled slots), chunkN "
+            "(the same, checked every N blocks in a buffer grown for them); "
             "joined with '+' (w32+pf4); 'both' = default,other; 'all' = default,other,check2"
         ),
     )
@@ -316,7 +322,7 @@ def main() -> None:
             for part in parts:
                 cfg = apply_variant(cfg, part, k)
             variant = (
-                ("regs" if cfg.reg_search else "passes")
+                ("chunk" if cfg.chunk_search else "regs" if cfg.reg_search else "passes")
                 + (f"/c{cfg.check_every}" if cfg.check_every > 1 else "")
                 + (f"/o{cfg.programs_per_sm}" if cfg.programs_per_sm != 2 else "")
                 + ("" if cfg.vec else "/nv")

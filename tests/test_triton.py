@@ -25,6 +25,7 @@ from deepselect.triton_backend import (
     CROWDED_PER_SM,
     RING_MAX,
     RING_STAGES,
+    SAMPLE_HELD,
     SHORT_SAMPLE_MAX_K,
     SHORT_SAMPLE_N,
     W32_MID_BLOCKS,
@@ -33,6 +34,7 @@ from deepselect.triton_backend import (
     LaunchConfig,
     _measured_triton,
     _next_pow2,
+    chunk_variant,
     kernel_constants,
     launch_config,
     occupancy_variant,
@@ -174,6 +176,67 @@ def test_lean_compaction(kind, n, lean):
         check_small(
             x, 40, reg_search=True, largest=False, order=Order.VALUE, begin=begin, end=end,
             **lean, **kw,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "ascending", "nan_hotspots"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("every", [1, 3])
+def test_chunk_search(kind, dtype, every):
+    """LaunchConfig.chunk_search: the compaction's key (two passes for 16-bit keys,
+    four for 32-bit ones) and the tied indices' bound by radix passes over the
+    filled slots, checked every block or every third in a buffer grown for it
+    (chunk_variant). Tie-heavy rows cut ties in compactions within the stream (a
+    census of their range first) and in the last; windows, both directions, with and
+    without the sample's bound from registers."""
+    n, k = 2500, 40
+    x = make(kind, 3, n, dtype, DEV, seed=23)
+    begin, end = torch.tensor([0, 130, 900]), torch.tensor([n, n - 70, 1400])
+    for sample_pre, largest, window in (
+        (True, True, {}),
+        (True, False, {"begin": begin, "end": end}),
+        (False, True, {"begin": begin}),
+    ):
+        opt = TopkOptions(order=Order.VALUE, largest=largest, **window)
+        cfg = chunk_variant(small_config(k), k, every)
+        cfg = dataclasses.replace(cfg, sample_pre=sample_pre)
+        assert cfg.chunk_search and cfg.check_every == every
+        ov = torch.empty((3, k), dtype=x.dtype, device=x.device)
+        oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
+        run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
+        assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chunk_search_codes(dtype):
+    """chunk_search takes the kernel's chunked radix passes (REG_SEARCH from
+    CHUNK_RADIX up: | 1 for 32-bit keys, | 2 with the histograms in shared memory,
+    which need a chunk at least as long as the program's threads) over the
+    register-held search, and a buffer past SAMPLE_HELD keeps the sample's bound from
+    registers, its keys capped there, the row's sample blocks those they take."""
+    cfg = chunk_variant(launch_config(dtype, 512), 512, 8)
+    cfg = dataclasses.replace(cfg, sample_pre=True)  # (taken by default on Triton 3.6)
+    assert cfg.CAP > SAMPLE_HELD and not cfg.reg_search and cfg.samples_in_registers
+    bits32 = dtype == torch.float32
+    for asm in (False, True):
+        c = kernel_constants(
+            dtype, cfg, largest=True, order=Order.NONE, has_window=0, off_tensor=False,
+            write_values=True, asm=asm, vec=asm,
+        )  # fmt: skip
+        assert c["REG_SEARCH"] == K.CHUNK_RADIX.value + bits32 + 2 * asm
+        assert c["SAMPLE_PRE"] == cfg.samples_in_registers
+        assert c["SAMPLE_KEYS"] <= SAMPLE_HELD
+        assert c["SAMPLE_BLOCKS"] == -(-c["SAMPLE_KEYS"] // cfg.B)
+    plain = launch_config(dtype, 512)
+    c = kernel_constants(
+        dtype, plain, largest=True, order=Order.NONE, has_window=0, off_tensor=False,
+        write_values=True, asm=True, vec=True,
+    )  # fmt: skip
+    assert c["REG_SEARCH"] < K.CHUNK_RADIX.value and c["SAMPLE_BLOCKS"] == plain.CAP // plain.B
+    with pytest.raises(ValueError, match="CH >= 256"):
+        kernel_constants(
+            dtype, dataclasses.replace(cfg, CH=128), largest=True, order=Order.NONE,
+            has_window=0, off_tensor=False, write_values=True, asm=True, vec=True,
         )  # fmt: skip
 
 
@@ -988,6 +1051,35 @@ def test_gpu_launch_variants(variant, w32):
                 oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
                 run_triton(x, k, opt, ov, oi, config=cfg)
                 assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "loop,every", [("block", 1), ("block", 8), ("w32", 1)], ids=["block1", "block8", "w32"]
+)
+@pytest.mark.parametrize("n", [65_536, 300_000])
+def test_gpu_chunk_search(loop, every, n):
+    """LaunchConfig.chunk_search on the GPU (its histograms by shared-memory atomics),
+    in both loops, the block-synchronous one also checked every 8 blocks in a buffer
+    grown for it: tie-heavy and constant rows (ties cut within the stream and in the
+    last compaction), NaNs, ascending rows, windows, both directions, k = 512 and
+    2048; z = -1e9 puts the sample's bound above the k-th, so rows are selected
+    again."""
+    rows = 24
+    g = torch.Generator(device="cuda").manual_seed(7)
+    begin = torch.randint(0, n // 3, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "ascending", "distinct2", "distinct32", "all_equal", "nan_hotspots"):
+        for dtype, k, z in ((torch.bfloat16, 512, 5.0), (torch.float32, 512, 5.0),
+                            (torch.bfloat16, 2048, -1e9)):  # fmt: skip
+            x = make(kind, rows, n, dtype, "cuda", seed=10)
+            cfg = chunk_variant(launch_config(dtype, k), k, every)
+            cfg = dataclasses.replace(cfg, w32=loop == "w32", w32_from=None, sample_z=z)
+            for largest, window in ((True, {}), (False, {"begin": begin})):
+                opt = TopkOptions(order=Order.VALUE, largest=largest, **window)
+                ov = torch.empty((rows, k), dtype=dtype, device="cuda")
+                oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
+                run_triton(x, k, opt, ov, oi, config=cfg)
+                assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, f"{kind} {k}")
 
 
 @pytest.mark.gpu

@@ -199,6 +199,13 @@ class LaunchConfig:
     tri_search: with ``reg_search`` (and not ``radix_search``), the pivot key by a
        trisection: two pivots a step, their counts packed in one block-wide sum, so a
        32-bit key takes ~20 steps where the bisection takes 32. Tied indices as above.
+    chunk_search: the compaction's pivot key, and the tied indices' bound where ties
+       must be cut, by radix passes over the filled slots only, 8 bits a pass, the
+       histograms by shared-memory atomics on the GPU
+       (:func:`triton_kernels._chunk_kth`): no key held in registers, a pass costs per
+       candidate, so the buffer may be of any size (``check_every`` > 1 without the
+       block-wide searches of passes over every slot). Takes precedence over
+       ``reg_search``. See :func:`chunk_variant`.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -240,12 +247,26 @@ class LaunchConfig:
     radix_search: bool = False
     tri_search: bool = False
     smem_hist: bool = False
+    chunk_search: bool = False
 
     @property
     def samples_in_registers(self) -> bool:
         """Whether the kernel takes the sample's bound from registers: ``sample_pre``
-        where it applies (a sampled row, ``CAP <= 8192``)."""
-        return self.sample and self.sample_pre and self.CAP <= 8192
+        where it applies (a sampled row; ``CAP <= 8192``, or at most SAMPLE_HELD keys
+        of it with ``chunk_search``, whose buffer may be larger)."""
+        held = self.CAP <= SAMPLE_HELD or self.chunk_search
+        return self.sample and self.sample_pre and held
+
+    @property
+    def sample_keys_held(self) -> int:
+        """The keys of the sample read into registers (:func:`samples_in_registers`):
+        ``sample_keys``, or all ``CAP`` of the first compaction's sample, at most
+        SAMPLE_HELD."""
+        return min(self.sample_keys or self.CAP, self.CAP, SAMPLE_HELD)
+
+
+SAMPLE_HELD = 8192
+"""The most sample keys held in registers for the bound (32 a thread)."""
 
 
 RING_MAX = 5
@@ -346,7 +367,11 @@ def kernel_constants(
     if cfg.sample_keys < 0 or cfg.sample_keys & (cfg.sample_keys - 1):
         raise ValueError(f"sample_keys must be 0 or a power of two, not {cfg.sample_keys}")
     reg_search = 0  # the compaction's key search (see deepselect_rows_kernel's REG_SEARCH)
-    if cfg.reg_search:
+    if cfg.chunk_search:  # radix passes over the filled slots (triton_kernels.CHUNK_RADIX)
+        if asm and cfg.CH < K.NT_STREAM.value:
+            raise ValueError(f"chunk_search needs CH >= {K.NT_STREAM.value}, not {cfg.CH}")
+        reg_search = K.CHUNK_RADIX.value + (bits == 32) + 2 * asm
+    elif cfg.reg_search:
         if cfg.radix_search:
             reg_search = 5 if cfg.smem_hist and asm else 3
         else:
@@ -408,11 +433,17 @@ def kernel_constants(
         SAMPLE_PRE=cfg.samples_in_registers,
         BURST=cfg.burst and cfg.samples_in_registers,
         SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
-        SAMPLE_KEYS=min(cfg.sample_keys or cfg.CAP, cfg.CAP),
+        SAMPLE_KEYS=cfg.sample_keys_held,
         # sample_spread: runs of 128 bytes (or of the block, or of the sample, if shorter)
-        SAMPLE_CHUNK=min(1024 // bits, cfg.B, cfg.sample_keys or cfg.CAP, cfg.CAP)
-        if cfg.sample_spread
-        else 0,
+        SAMPLE_CHUNK=min(1024 // bits, cfg.B, cfg.sample_keys_held) if cfg.sample_spread else 0,
+        # the middle blocks a row needs for its sample: the first compaction's CAP // B
+        # (so also where the bound is taken from registers, as timed), or, past
+        # SAMPLE_HELD (chunk_search), those the keys of the bound from registers take
+        SAMPLE_BLOCKS=(
+            -(-cfg.sample_keys_held // cfg.B)
+            if cfg.samples_in_registers and cfg.CAP > SAMPLE_HELD
+            else cfg.CAP // cfg.B
+        ),
         SEARCH_TOL=cfg.search_tol,
         ONE_BARRIER=cfg.one_barrier,
     )
@@ -613,6 +644,15 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
     return dataclasses.replace(
         cfg, CAP=cap, B2=cap - k - every * cfg.B, reg_search=cap <= 8192, check_every=every
     )
+
+
+def chunk_variant(cfg: LaunchConfig, k: int, every: int = 1) -> LaunchConfig:
+    """``cfg`` with the compaction's searches by radix passes over the filled slots
+    (``chunk_search``), checking for compaction every ``every`` blocks in a buffer
+    grown for them (:func:`check_variant`; the keys are not held, so its size costs
+    nothing where it is not filled); ``every = 1``: in the launch's own buffer."""
+    grown = check_variant(cfg, k, every) if every > 1 else cfg
+    return dataclasses.replace(grown, chunk_search=True)
 
 
 def tight_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:

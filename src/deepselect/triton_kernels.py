@@ -1504,6 +1504,108 @@ def _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH: tl.constexpr):
     return gt, eqn, tl.min(imin, axis=0), tl.max(imax, axis=0)
 
 
+# REG_SEARCH >= CHUNK_RADIX: a compaction's pivot key, and where ties must be cut the
+# tied indices' bound, by radix passes over the filled slots only (the chunks of
+# _compact's walk), an 8-bit digit a pass, each pass one histogram of 256 bins
+# accumulated over the chunks. No key is held in registers, so the buffer may be of
+# any size; a pass costs per candidate, not per slot. Code bits: | 1 32-bit keys (four
+# key passes; two for 16-bit keys), | 2 the histograms by shared-memory atomics
+# (inline PTX; tl.histogram otherwise, as in the interpreter).
+CHUNK_RADIX = tl.constexpr(8)
+
+
+@triton.jit
+def _chunk_pass(
+    src_k, src_i, addr0, col, cnt_l, nch, prefix, rem, lo, first, pk, base,
+    BY_INDEX: tl.constexpr, CH: tl.constexpr, SMEM: tl.constexpr,
+):  # fmt: skip
+    """One digit of a radix select over the candidates: bits ``[lo, lo + 8)`` of the
+    ``rem``-th largest value ``v`` among those whose bits above ``lo + 8`` equal
+    ``prefix``'s (``first``: the top digit, every candidate takes part). ``v`` is the
+    key, or, BY_INDEX, ``base - index`` of the candidates whose key is ``pk`` (so the
+    largest ``v`` is the lowest index). Returns the prefix with the digit set, the rank
+    left inside it, the values above the new prefix among those matching the old one,
+    and the values equal to the new prefix's digits so far (the chosen bin's count)."""
+    CHR: tl.constexpr = CH // NREG
+    sh = tl.minimum(lo + 8, 31)  # (every v that reaches past bit 31 has first set)
+    h = tl.zeros([256], tl.int32)
+    if SMEM:
+        _smem_bins_zero(256)
+    for j in range(0, nch):
+        m = j * CHR + col < cnt_l
+        v = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+        if BY_INDEX:
+            ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
+            m = m & (v == pk)
+            v = base - ci.to(tl.uint32, bitcast=True)
+        m = m & (((v >> sh) == (prefix >> sh)) | first)
+        rbin = (255 - ((v >> lo) & 255)).to(tl.int32)  # bin 0: the highest digit
+        if SMEM:
+            _smem_bins_add(rbin, m)
+        else:
+            h += tl.histogram(rbin, 256, mask=m)
+    if SMEM:
+        h = _smem_bins_read(256)
+    c = tl.cumsum(h, axis=0)  # the values at or above each bin's digit
+    # in one sum: the bins above the chosen one (their number and their values) and
+    # the chosen bin's count, bits 0..19, 20..27 and 32.. (counts below 2^20)
+    chosen = (c >= rem) & (c - h < rem)
+    s = tl.sum(
+        tl.where(c < rem, h + (1 << 20), 0).to(tl.int64)
+        + tl.where(chosen, h.to(tl.int64) << 32, 0),
+        axis=0,
+    )
+    gt = (s & 0xFFFFF).to(tl.int32)
+    digit = (255 - ((s >> 20) & 0xFF)).to(tl.uint32)
+    eq = (s >> 32).to(tl.int32)
+    return prefix | (digit << lo), rem - gt, gt, eq
+
+
+@triton.jit
+def _chunk_kth(
+    src_k, addr0, col, cnt_l, nch, kk, KEY_BITS: tl.constexpr, CH: tl.constexpr,
+    SMEM: tl.constexpr,
+):  # fmt: skip
+    """The kk-th largest key P of the candidates (``1 <= kk <=`` their count) by
+    :func:`_chunk_pass`, one pass per 8 key bits; returns P, the candidates with a
+    key above it and those with key P."""
+    prefix = (kk * 0).to(tl.uint32)
+    rem = kk
+    gt = kk * 0
+    eq = kk * 0
+    for t in tl.static_range(KEY_BITS // 8):
+        prefix, rem, g, eq = _chunk_pass(
+            src_k, src_k, addr0, col, cnt_l, nch, prefix, rem, KEY_BITS - 8 * (t + 1),
+            (kk * 0 + t) == 0, prefix, prefix, False, CH, SMEM,
+        )  # fmt: skip
+        gt += g
+    return prefix, gt, eq
+
+
+@triton.jit
+def _chunk_tied(
+    src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, ihi, need, CH: tl.constexpr,
+    SMEM: tl.constexpr,
+):  # fmt: skip
+    """The ``need``-th lowest index among the candidates whose key is ``pk``, their
+    indices in ``[ilo, ihi]`` (distinct: an element is a candidate once): a radix
+    select of ``ihi - index`` over the digits that the range spans."""
+    span = (ihi - ilo).to(tl.uint32)
+    top = ihi * 0
+    while (top < 24) & ((span >> tl.minimum(top + 8, 31)) != 0):
+        top += 8
+    prefix = span * 0
+    rem = need
+    lo = top
+    while lo >= 0:
+        prefix, rem, _, _ = _chunk_pass(
+            src_k, src_i, addr0, col, cnt_l, nch, prefix, rem, lo, lo == top, pk,
+            ihi.to(tl.uint32), True, CH, SMEM,
+        )  # fmt: skip
+        lo -= 8
+    return ihi - prefix.to(tl.int32)
+
+
 @triton.jit
 def _tied_index(
     src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP: tl.constexpr, W: tl.constexpr,
@@ -1688,7 +1790,9 @@ def _compact(
     registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too;
     REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection,
     5 the same with histograms in shared memory, REG_SEARCH == 4 by a trisection, two
-    pivots counted in one sum a step).
+    pivots counted in one sum a step; REG_SEARCH >= CHUNK_RADIX, radix passes over the
+    filled slots, any buffer size: :func:`_chunk_kth`, the tied indices by
+    :func:`_chunk_tied` after a census of their range).
     Candidates with key > P survive; of those tied at P, all survive while that
     leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
     valid since every dropped or later-filtered element has kk better survivors);
@@ -1716,7 +1820,35 @@ def _compact(
     c_gt = total * 0
     if PROFILE:
         q = _clock(total)
-    if total > kk:
+    if REG_SEARCH >= CHUNK_RADIX:
+        if total > kk:
+            # radix passes over the filled slots: the key, its counts, and where the ties
+            # must be cut, their indices' range (a census) and the bound among them
+            pk, gt, eqn = _chunk_kth(
+                src_k, addr0, col, cnt_l, nch, kk, 32 if REG_SEARCH % 2 == 1 else 16, CH,
+                (REG_SEARCH // 2) % 2 == 1,
+            )  # fmt: skip
+            if PROFILE:
+                q1 = _clock(pk)
+                tl.atomic_add(prof + 12, q1 - q)
+                q = q1
+            ilo = pi * 0
+            if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
+                _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
+            if PROFILE:
+                q1 = _clock(pi)
+                tl.atomic_add(prof + 13, q1 - q)
+                q = q1
+            if gt + eqn > kk + slack:
+                pi = _chunk_tied(
+                    src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
+                    (REG_SEARCH // 2) % 2 == 1,
+                )  # fmt: skip
+            if PROFILE:
+                q1 = _clock(pi)
+                tl.atomic_add(prof + 14, q1 - q)
+                q = q1
+    elif total > kk:
         if REG_SEARCH:
             # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key.
             # Only as many slots of each region as the fullest one needs (a quarter or
@@ -2325,6 +2457,7 @@ def deepselect_rows_kernel(
     SAMPLE_TOL: tl.constexpr = 0,
     SAMPLE_KEYS: tl.constexpr = 0,
     SAMPLE_CHUNK: tl.constexpr = 0,
+    SAMPLE_BLOCKS: tl.constexpr = 2,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -2417,9 +2550,11 @@ def deepselect_rows_kernel(
         # sample of the row, reference.sample_rank) rather than the k-th; if fewer
         # than k of the row reach that bound, the row is selected again without it;
         # only where the middle blocks before the ends hold the whole sample
-        p = tl.maximum(tl.minimum(m - 2, CAP // B), 0)
+        # (SAMPLE_BLOCKS of them: CAP // B, or, the bound from registers, those its
+        # keys take)
+        p = tl.maximum(tl.minimum(m - 2, SAMPLE_BLOCKS), 0)
         c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
-        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= CAP // B), hi - lo, 0)
+        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= SAMPLE_BLOCKS), hi - lo, 0)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
         cur = row * 0  # the scratch half holding the candidates: 0 or CAP
