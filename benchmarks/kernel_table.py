@@ -166,6 +166,7 @@ FLAGS = {  # launch variants that set fields of the launch
     "noradix": dict(radix_search=False),
     "smem": dict(radix_search=True, smem_hist=True),
     "chunk": dict(chunk_search=True),
+    "srdx": dict(sample_radix=True),
     "tri": dict(tri_search=True),
     "notri": dict(tri_search=False),
 }
@@ -273,7 +274,8 @@ def main() -> None:
             "its mean, not 5), tolN (a compaction before the last may keep up to k * (1 + "
             "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async), "
             "chunk (the compaction's searches by radix passes over the filled slots), chunkN "
-            "(the same, checked every N blocks in a buffer grown for them); "
+            "(the same, checked every N blocks in a buffer grown for them), srdx (the "
+            "sample's bound by a radix select, histograms in shared memory; with pre); "
             "joined with '+' (w32+pf4); 'both' = default,other; 'all' = default,other,check2"
         ),
     )
@@ -336,6 +338,7 @@ def main() -> None:
                 + (f"+stol{cfg.sample_tol}" if cfg.samples_in_registers and cfg.sample_tol else "")
                 + (f"+sk{cfg.sample_keys}" if cfg.samples_in_registers and cfg.sample_keys else "")
                 + ("+spread" if cfg.samples_in_registers and cfg.sample_spread else "")
+                + ("+srdx" if cfg.samples_in_registers and cfg.sample_radix else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

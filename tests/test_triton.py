@@ -87,6 +87,7 @@ def run_small(
     ties_rank=None,
     sample_keys=0,
     sample_spread=False,
+    sample_radix=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -104,6 +105,7 @@ def run_small(
     # sample_keys / sample_spread: the bound from the sample's first N / from spread runs
     cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
     cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
+    cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -356,7 +358,7 @@ def test_public_api_backend_triton():
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
 
 
-_PRE = [False, True, "tol", "keys", "spread"]
+_PRE = [False, True, "tol", "keys", "spread", "radix"]
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
@@ -372,11 +374,13 @@ def test_sample_bound(kind, z, pre):
     before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
     search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
     the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
-    "spread": 128 elements as runs of 32 spread over the row (sample_spread)."""
+    "spread": 128 elements as runs of 32 spread over the row (sample_spread); "radix":
+    the bound by a radix select (LaunchConfig.sample_radix)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
     kw["sample_keys"] = 128 if pre in ("keys", "spread") else 0
     kw["sample_spread"] = pre == "spread"
+    kw["sample_radix"] = pre == "radix"
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
@@ -1115,14 +1119,17 @@ def test_gpu_sample_bound_from_registers(w32):
     keys held in registers and the stream started there, reading the sample again,
     on tie-heavy, constant and NaN rows (a bound shared by more elements than the
     buffer holds), with windows; k = 2048 smallest with the radix key search, k =
-    1024 with its histograms in shared memory; z =
-    -1e9 puts the bound above the k-th, so every row is selected again."""
+    1024 with its histograms in shared memory; the bound by a radix select
+    (sample_radix) beside the chunked compaction searches; z = -1e9 puts the bound
+    above the k-th, so every row is selected again."""
     rows, n = 24, 300_000
     g = torch.Generator(device="cuda").manual_seed(5)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
     cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
     cases += [(torch.bfloat16, 1024, 5.0, dict(radix_search=True, smem_hist=True))]
+    cases += [(torch.bfloat16, 512, 5.0, dict(sample_radix=True, chunk_search=True))]
+    cases += [(torch.float32, 512, -1e9, dict(sample_radix=True, chunk_search=True))]
     for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
         for dtype, k, z, search in cases:
             x = make(kind, rows, n, dtype, "cuda", seed=9)

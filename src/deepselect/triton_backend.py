@@ -206,6 +206,12 @@ class LaunchConfig:
        candidate, so the buffer may be of any size (``check_every`` > 1 without the
        block-wide searches of passes over every slot). Takes precedence over
        ``reg_search``. See :func:`chunk_variant`.
+    sample_radix: with ``sample_pre``, the sample's bound by a radix select over its
+       held keys (8-bit digits, each a histogram in shared memory on the GPU; the
+       sample's key range skips digits every key shares: two passes for 16-bit keys,
+       up to four for 32-bit ones) rather than the compactions' register-held search
+       (a bisection, a compare and a block-wide sum a key bit); ``sample_tol`` then
+       has no use (the rank's own key).
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -248,6 +254,7 @@ class LaunchConfig:
     tri_search: bool = False
     smem_hist: bool = False
     chunk_search: bool = False
+    sample_radix: bool = False
 
     @property
     def samples_in_registers(self) -> bool:
@@ -431,6 +438,10 @@ def kernel_constants(
         SAMPLE=cfg.sample,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.samples_in_registers,
+        # the search for the sample's bound: the compactions' register-held one (their
+        # passes over the slots, or none, a bisection), or, sample_radix, a radix select
+        # (8-bit digits, shared-memory histograms on the GPU; 6-bit tl.histogram ones)
+        SAMPLE_SEARCH=(5 if asm else 3) if cfg.sample_radix else reg_search,
         BURST=cfg.burst and cfg.samples_in_registers,
         SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
         SAMPLE_KEYS=cfg.sample_keys_held,

@@ -2458,6 +2458,7 @@ def deepselect_rows_kernel(
     SAMPLE_KEYS: tl.constexpr = 0,
     SAMPLE_CHUNK: tl.constexpr = 0,
     SAMPLE_BLOCKS: tl.constexpr = 2,
+    SAMPLE_SEARCH: tl.constexpr = 2,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     PROFILE: tl.constexpr = False,
@@ -2584,7 +2585,7 @@ def deepselect_rows_kernel(
                             t_pre = _clock(sample_n)
                         tk, s_hi = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            INF_BITS, LARGEST, B, SAMPLE_KEYS, REG_SEARCH, SAMPLE_Z,
+                            INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_SEARCH, SAMPLE_Z,
                             SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE,
                         )  # fmt: skip
                         if PROFILE:
