@@ -184,7 +184,7 @@ NUMBERED = {  # launch variants NAME<N> that set one field to N
 def apply_variant(cfg, part, k):
     """``cfg`` changed as the launch variant ``part`` says (see --variant); ValueError
     for an unknown one."""
-    if part in ("default", "plain"):  # plain: main() starts from launch_config
+    if part in ("default", "plain", "unchunked"):  # plain, unchunked: main() starts there
         return cfg
     if part == "other":
         return other_search(cfg)
@@ -269,7 +269,8 @@ def main() -> None:
             "(the compaction's key by a radix select / a bisection), smem (the radix select "
             "of 8-bit digits, histograms in shared memory),"
             " tri / notri (by a trisection / not), plain (first part only: launch_config's "
-            "launch, never crowded), regsearch (the register-held key search, after occN), "
+            "launch, never crowded), unchunked (first part only: stream_config's launch "
+            "without chunked_config), regsearch (the register-held key search, after occN), "
             "chN (compaction chunks of N), zN (the sample's rank N standard deviations above "
             "its mean, not 5), tolN (a compaction before the last may keep up to k * (1 + "
             "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async), "
@@ -319,6 +320,8 @@ def main() -> None:
             parts = variant.split("+")  # e.g. w32+pf4
             if parts[0] == "plain":  # two programs per SM, whatever the row count
                 cfg = launch_config(dtype, k)
+            elif parts[0] == "unchunked":  # the launch without chunked_config's searches
+                cfg = stream_config(dtype, k, rows, n, _sm_count(0), chunked=False)
             else:
                 cfg = stream_config(dtype, k, rows, n, _sm_count(0))  # as run_triton launches
             for part in parts:

@@ -21,6 +21,7 @@ from deepselect.keys import from_keys, to_keys
 from deepselect.options import Order
 from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
+    CHUNK_EVERY,
     CROWDED_MAX_K,
     CROWDED_PER_SM,
     RING_MAX,
@@ -35,6 +36,7 @@ from deepselect.triton_backend import (
     _measured_triton,
     _next_pow2,
     chunk_variant,
+    chunked_config,
     kernel_constants,
     launch_config,
     occupancy_variant,
@@ -887,18 +889,20 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     second block and takes the sample's bound from its first compaction; rows long
     enough for the warp-private loop never do. The other crowded launches only
     where they need fewer waves of rows than two per SM (not at 512 rows, which
-    both cover in two). Decided from the shape alone."""
+    both cover in two). Decided from the shape alone (before chunked_config)."""
     base = launch_config(dtype, k)
     sm = 132
     # rows below the warp-private loop's (test_mid_rows_take_the_warp_loop), and at it
     short_n, long_n = W32_MID_BLOCKS * base.B - 1, base.w32_from * base.B
     for n in (short_n, long_n):
         for rows in (1, 2 * sm):
-            assert stream_config(dtype, k, rows, n, sm) == base
+            assert stream_config(dtype, k, rows, n, sm, chunked=False) == base
         for big in (CROWDED_MAX_K + 1, 2048):
-            assert stream_config(dtype, big, 4096, n, sm) == launch_config(dtype, big)
+            assert stream_config(dtype, big, 4096, n, sm, chunked=False) == launch_config(
+                dtype, big
+            )
         for rows in (2 * sm + 1, 4096):
-            cfg = stream_config(dtype, k, rows, n, sm)
+            cfg = stream_config(dtype, k, rows, n, sm, chunked=False)
             assert cfg.programs_per_sm == CROWDED_PER_SM
             assert cfg.maxnreg is not None and cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
             assert (cfg.reg_search, cfg.CAP) == (base.reg_search, base.CAP)
@@ -911,9 +915,12 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
         # 512 rows: two waves either way, so only the check-every-second-block launch
         # crowds them; 2 * 2 * sm + 1 rows: three waves at two per SM, two crowded
         every2 = n == short_n and dtype == torch.float32
-        per_sm = stream_config(dtype, k, 512, n, sm).programs_per_sm
+        per_sm = stream_config(dtype, k, 512, n, sm, chunked=False).programs_per_sm
         assert per_sm == (CROWDED_PER_SM if every2 else base.programs_per_sm)
-        assert stream_config(dtype, k, 4 * sm + 1, n, sm).programs_per_sm == CROWDED_PER_SM
+        assert (
+            stream_config(dtype, k, 4 * sm + 1, n, sm, chunked=False).programs_per_sm
+            == CROWDED_PER_SM
+        )
 
 
 @pytest.mark.parametrize("measured", [True, False])
@@ -953,13 +960,13 @@ def test_mid_rows_take_the_warp_loop(dtype):
     rows, k up to W32_MID_MAX_K16, unless their launch is crowded (three programs per
     SM, where a wave of rows is saved). Shorter rows and larger k keep the
     block-synchronous loop, longer rows stream_launch's w32 as before. From the
-    shape alone."""
+    shape alone (before chunked_config)."""
     base, sm = launch_config(dtype, 512), 132
     lo, hi = W32_MID_BLOCKS * base.B, base.w32_from * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
         for rows in (1, 6, 2 * sm, 2 * sm + 1, 4 * sm, 4 * sm + 1, 4096):
             for k in (1, 512, 1024, 2048, 4096):
-                cfg = stream_config(dtype, k, rows, n, sm)
+                cfg = stream_config(dtype, k, rows, n, sm, chunked=False)
                 few = rows <= 4 * sm or k > CROWDED_MAX_K  # up to two waves, or never crowded
                 if dtype == torch.float32:
                     want = lo <= n < hi and k <= W32_MID_MAX_K32
@@ -976,9 +983,49 @@ def test_mid_rows_take_the_warp_loop(dtype):
                         assert cfg.samples_in_registers == base_k.samples_in_registers
                         base_k = occupancy_variant(base_k, CROWDED_PER_SM, reg_search=True)
                     assert cfg == dataclasses.replace(base_k, w32=True)
-                    assert stream_launch(dtype, k, rows, n, sm) == cfg
+                    assert stream_launch(dtype, k, rows, n, sm) == chunked_config(cfg, dtype, k, n)
                 launched = stream_launch(dtype, k, rows, n, sm)
                 assert launched.w32 == (want or n >= hi), (n, rows, k)
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_chunked_searches_by_shape(monkeypatch, measured):
+    """chunked_config, with the Triton release it was timed on: every launch's
+    compactions search by radix passes over the filled slots; 16-bit rows of the
+    block-synchronous loop check every CHUNK_EVERY blocks in a buffer grown for them;
+    rows shorter than w32_from blocks take the sample's bound by a radix select; the
+    rest of stream_config's launch as it was. With another release, none of it."""
+    import deepselect.triton_backend as tb
+
+    version = triton.__version__ if measured else "0.0"
+    monkeypatch.setattr(tb, "MEASURED_TRITON", version)
+    launch_config.cache_clear()
+    try:
+        sm = 132
+        for dtype in (torch.bfloat16, torch.float32):
+            base_cfg = launch_config(dtype, 512)
+            for n in (20_000, 1 << 16, 129_280, 1 << 18, base_cfg.w32_from * base_cfg.B):
+                for rows, k in ((6, 512), (256, 512), (4096, 512), (768, 1024), (512, 2048)):
+                    cfg = stream_config(dtype, k, rows, n, sm)
+                    base = stream_config(dtype, k, rows, n, sm, chunked=False)
+                    if not measured:
+                        assert cfg == base
+                        continue
+                    short = n < base.w32_from * base.B
+                    block = dtype == torch.bfloat16 and not base.w32 and short
+                    every = CHUNK_EVERY if block else base.check_every
+                    assert cfg.chunk_search and cfg.check_every == every, (dtype, n, rows, k)
+                    assert cfg.sample_radix == short
+                    if block:
+                        assert cfg.CAP // 8 > every * (cfg.B // 8) and cfg.CAP > base.CAP
+                        assert cfg.B2 == cfg.CAP - k - every * cfg.B
+                    same = dict(
+                        chunk_search=False, sample_radix=False, check_every=base.check_every
+                    )
+                    same.update(CAP=base.CAP, B2=base.B2, reg_search=base.reg_search)
+                    assert dataclasses.replace(cfg, **same) == base
+    finally:
+        launch_config.cache_clear()
 
 
 def test_key_search_by_key_width():

@@ -499,9 +499,53 @@ W32_MID_MAX_K16 = 512
 """... for 16-bit keys, k up to this (timed at 512 only)."""
 
 
-def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
+CHUNK_EVERY = 4
+"""Blocks between the compaction checks of 16-bit rows in the block-synchronous loop
+(:func:`chunked_config`)."""
+
+
+def chunked_config(cfg: LaunchConfig, dtype: torch.dtype, k: int, n: int) -> LaunchConfig:
+    """``cfg`` (:func:`stream_config`'s launch for rows of ``n``) with the compactions'
+    searches by radix passes over the filled slots (``chunk_search``); 16-bit rows of
+    the block-synchronous loop checked every CHUNK_EVERY blocks in a buffer grown for
+    them (:func:`chunk_variant`: the per-block barrier's wait was a fifth of a 64K row),
+    and rows shorter than ``w32_from`` blocks with the sample's bound by a radix select
+    (``sample_radix``). Taken with the Triton it was timed on (``MEASURED_TRITON``).
+
+    Timed on an H200 (Triton 3.6, benchmarks/RESULTS.md), k = 512, ms, the launch before
+    / chunk_search / with the checks every 8 blocks / and the bound by a radix select:
+    bf16 256 x 64K 0.044 / 0.042 / 0.037 / 0.034, 4096 x 64K (three programs per SM)
+    0.513 / 0.458 / 0.409 / 0.378; bf16 256 x 256K (warp-private) 0.074 / 0.074 /
+    0.065 with the radix bound; 4096 x 1M 2.281 / 2.236 (the bound by a radix select
+    1% slower there: not taken); fp32 129,280 sorted 4096 rows 0.922 / 0.871, 256 rows
+    0.072 / 0.068 / 0.067 with the radix bound (checks every 8 blocks in the
+    block-synchronous loop: slower than the warp-private one). Checks every 4 blocks
+    were as fast as every 8 (0.037 / 0.419) in a buffer half the size."""
+    if not _measured_triton():
+        return cfg
+    cfg = dataclasses.replace(cfg, chunk_search=True)
+    below_w32 = cfg.w32_from is None or n < cfg.w32_from * cfg.B
+    if dtype in (torch.bfloat16, torch.float16) and not cfg.w32 and below_w32:
+        if cfg.check_every == 1:
+            cfg = chunk_variant(cfg, k, CHUNK_EVERY)
+    if below_w32:
+        cfg = dataclasses.replace(cfg, sample_radix=True)
+    return cfg
+
+
+def stream_config(
+    dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int, chunked: bool = True
+) -> LaunchConfig:
     """The streaming kernel's launch for ``rows`` rows of ``n`` on ``sm_count`` SMs
-    (shape only).
+    (shape only): :func:`_stream_config`'s, by default with :func:`chunked_config`'s
+    searches (``chunked=False``: without, for A/B timing)."""
+    cfg = _stream_config(dtype, k, rows, n, sm_count)
+    return chunked_config(cfg, dtype, k, n) if chunked else cfg
+
+
+def _stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
+    """The streaming kernel's launch for ``rows`` rows of ``n`` on ``sm_count`` SMs
+    before :func:`chunked_config`.
 
     Rows that two programs per SM do not cover in one wave, k up to CROWDED_MAX_K,
     may take CROWDED_PER_SM programs per SM at the register cap that fits them (80), the
