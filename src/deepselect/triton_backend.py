@@ -512,22 +512,25 @@ def chunked_config(cfg: LaunchConfig, dtype: torch.dtype, k: int, n: int) -> Lau
     and rows shorter than ``w32_from`` blocks with the sample's bound by a radix select
     (``sample_radix``). Taken with the Triton it was timed on (``MEASURED_TRITON``).
 
-    Timed on an H200 (Triton 3.6, benchmarks/RESULTS.md), k = 512, ms, the launch before
-    / chunk_search / with the checks every 8 blocks / and the bound by a radix select:
-    bf16 256 x 64K 0.044 / 0.042 / 0.037 / 0.034, 4096 x 64K (three programs per SM)
-    0.513 / 0.458 / 0.409 / 0.378; bf16 256 x 256K (warp-private) 0.074 / 0.074 /
-    0.065 with the radix bound; 4096 x 1M 2.281 / 2.236 (the bound by a radix select
-    1% slower there: not taken); fp32 129,280 sorted 4096 rows 0.922 / 0.871, 256 rows
-    0.072 / 0.068 / 0.067 with the radix bound (checks every 8 blocks in the
-    block-synchronous loop: slower than the warp-private one). Checks every 4 blocks
-    were as fast as every 8 (0.037 / 0.419) in a buffer half the size."""
+    Timed on an H200 (Triton 3.6, benchmarks/RESULTS.md), ms, the launch before /
+    this one, in one call: bf16 k = 512 256 x 64K 0.045 / 0.035, 4096 x 64K (three
+    programs per SM) 0.513 / 0.388, 256 x 256K (warp-private) 0.074 / 0.065, 256 x 1M
+    0.168 / 0.167, 4096 x 1M 2.280 / 2.233; bf16 768 x 256K k = 1024 0.305 / 0.234,
+    512 x 128K k = 2048 0.176 / 0.146; fp32 129,280 sorted, k = 512, 4096 rows 0.921 /
+    0.872, 256 rows 0.072 / 0.066. The parts (earlier calls): chunk_search alone 2-11%
+    everywhere; the checks every 4 or 8 blocks another 10% on 64K rows (the
+    warp-private loop's rows lost with them: they would leave it); the bound by a
+    radix select 3-12% below w32_from blocks, 1% slower on 1M rows (not taken there).
+    A buffer for 4 blocks between checks is half the one for 8 and as fast within 2%:
+    32K slots a program at k = 512, so the scratch of its key and index halves is
+    512 KiB a program (132 MiB for 264 programs, 4x the 8192-slot buffer's)."""
     if not _measured_triton():
         return cfg
     cfg = dataclasses.replace(cfg, chunk_search=True)
     below_w32 = cfg.w32_from is None or n < cfg.w32_from * cfg.B
-    if dtype in (torch.bfloat16, torch.float16) and not cfg.w32 and below_w32:
-        if cfg.check_every == 1:
-            cfg = chunk_variant(cfg, k, CHUNK_EVERY)
+    sixteen = dtype in (torch.bfloat16, torch.float16)
+    if sixteen and not cfg.w32 and below_w32 and cfg.check_every == 1:
+        cfg = chunk_variant(cfg, k, CHUNK_EVERY)
     if below_w32:
         cfg = dataclasses.replace(cfg, sample_radix=True)
     return cfg

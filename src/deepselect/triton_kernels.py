@@ -18,7 +18,10 @@ How one program selects a row ``[lo, hi)``:
    memory (this program's scratch, L2-resident), split into NREG regions: warp w
    appends to region w, so placing hits needs no block-wide scan.
 3. When the buffer holds ``>= k + B2`` candidates (or a region could overflow on the
-   next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them.
+   next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them
+   (the pivot key, and where ties are cut the tied indices' bound, by radix passes
+   over the filled slots, CHUNK_RADIX, as the default launches take it; or by
+   searches over keys held in registers, which cap the buffer at 8192 slots).
    (Option SAMPLE: the first compaction keeps a rank of the candidates seen so far, a
    sample of the row, rather than k; a row where fewer than k reach that bound is
    selected again without it. SAMPLE_PRE: that bound is found before the stream, over
