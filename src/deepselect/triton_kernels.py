@@ -1266,6 +1266,21 @@ def _publish32(wcnt32, cnt_ptr):
 # writes the survivors to the other half, survivor r at slot r // NREG of region
 # r % NREG. Passes walk the regions in chunks of CH = NREG x CHR candidates.
 @triton.jit
+def _chunk_values(src_k, src_i, addr0, col, cnt_l, j, pkey, BY_INDEX: tl.constexpr,
+                  CH: tl.constexpr):  # fmt: skip
+    """Chunk ``j`` of a compaction's walk over the regions: each slot's value (its key,
+    or, BY_INDEX, its index, as uint32) and whether it takes part (a filled slot; with
+    BY_INDEX, one whose key is ``pkey``)."""
+    CHR: tl.constexpr = CH // NREG
+    m = j * CHR + col < cnt_l
+    ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+    if BY_INDEX:
+        ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
+        return ci.to(tl.uint32, bitcast=True), m & (ck == pkey)
+    return ck, m
+
+
+@triton.jit
 def _kth_largest(
     src_k,
     src_i,
@@ -1288,21 +1303,13 @@ def _kth_largest(
     spread over the range and keeps the sub-range holding the answer, so a 16-bit
     key needs at most 6 passes and the usual narrow range one or two. Candidates are
     read in chunks (L1-resident after the first pass)."""
-    CHR: tl.constexpr = CH // NREG
     jr = tl.arange(0, NP) + 1
     while lo < hi:  # invariant: at least kk values are >= lo
         span = (hi - lo).to(tl.uint64)
         piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
         acc = tl.zeros([CH, NP], tl.int32)
         for j in range(0, nch):
-            m = j * CHR + col < cnt_l
-            ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
-            if BY_INDEX:
-                ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
-                m = m & (ck == pkey)
-                v = ci.to(tl.uint32, bitcast=True)
-            else:
-                v = ck
+            v, m = _chunk_values(src_k, src_i, addr0, col, cnt_l, j, pkey, BY_INDEX, CH)
             acc += (m[:, None] & (v[:, None] >= piv[None, :])).to(tl.int32)
         cnt = tl.sum(acc, axis=0)  # [NP], non-increasing
         J = tl.sum((cnt >= kk).to(tl.int32), axis=0)  # pivots still holding kk values
@@ -1529,18 +1536,14 @@ def _chunk_pass(
     largest ``v`` is the lowest index). Returns the prefix with the digit set, the rank
     left inside it, the values above the new prefix among those matching the old one,
     and the values equal to the new prefix's digits so far (the chosen bin's count)."""
-    CHR: tl.constexpr = CH // NREG
     sh = tl.minimum(lo + 8, 31)  # (every v that reaches past bit 31 has first set)
     h = tl.zeros([256], tl.int32)
     if SMEM:
         _smem_bins_zero(256)
     for j in range(0, nch):
-        m = j * CHR + col < cnt_l
-        v = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+        v, m = _chunk_values(src_k, src_i, addr0, col, cnt_l, j, pk, BY_INDEX, CH)
         if BY_INDEX:
-            ci = tl.load(src_i + addr0 + j * CHR, mask=m, other=0)
-            m = m & (v == pk)
-            v = base - ci.to(tl.uint32, bitcast=True)
+            v = base - v
         m = m & (((v >> sh) == (prefix >> sh)) | first)
         rbin = (255 - ((v >> lo) & 255)).to(tl.int32)  # bin 0: the highest digit
         if SMEM:
