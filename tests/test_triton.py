@@ -217,7 +217,8 @@ def test_chunk_search_codes(dtype):
     CHUNK_RADIX up: | 1 for 32-bit keys, | 2 with the histograms in shared memory,
     which need a chunk at least as long as the program's threads) over the
     register-held search, and a buffer past SAMPLE_HELD keeps the sample's bound from
-    registers, its keys capped there, the row's sample blocks those they take."""
+    registers, its keys capped there, the row's sample blocks those they take; a
+    buffer of 2^20 slots or more is refused (the passes' counts take 20 bits)."""
     cfg = chunk_variant(launch_config(dtype, 512), 512, 8)
     cfg = dataclasses.replace(cfg, sample_pre=True)  # (taken by default on Triton 3.6)
     assert cfg.CAP > SAMPLE_HELD and not cfg.reg_search and cfg.samples_in_registers
@@ -241,6 +242,11 @@ def test_chunk_search_codes(dtype):
         kernel_constants(
             dtype, dataclasses.replace(cfg, CH=128), largest=True, order=Order.NONE,
             has_window=0, off_tensor=False, write_values=True, asm=True, vec=True,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="CAP < 2"):  # counts packed in 20 bits
+        kernel_constants(
+            dtype, chunk_variant(cfg, 512, 300), largest=True, order=Order.NONE,
+            has_window=0, off_tensor=False, write_values=True, asm=False,
         )  # fmt: skip
 
 

@@ -98,9 +98,10 @@ class LaunchConfig:
        again (from L2, mostly) with its other blocks. False: the bound from the first
        compaction (the sample appended one element at a time, then compacted to its
        rank). Where ``CAP <= 8192`` (the sample's keys are held, ``CAP / 256`` a
-       thread). Timed on an H200 (benchmarks/RESULTS.md), against the first
-       compaction: bf16 4096 x 1M 3.544 -> 2.724 ms, 256 x 64K 0.083 -> 0.054, fp32
-       256 x 129,280 sorted 0.129 -> 0.097 (an earlier form that also placed the
+       thread), or with ``chunk_search`` (at most SAMPLE_HELD of them). Timed on an
+       H200 (benchmarks/RESULTS.md), against the first compaction: bf16 4096 x 1M
+       3.544 -> 2.724 ms, 256 x 64K 0.083 -> 0.054, fp32 256 x 129,280 sorted 0.129
+       -> 0.097 (an earlier form that also placed the
        sample's survivors from registers: 3.168, 0.078, 0.112). The crowded fp32
        launch that checks every second block is even with it at best, so
        :func:`stream_config` leaves it off there. Taken by :func:`launch_config` like
@@ -377,6 +378,8 @@ def kernel_constants(
     if cfg.chunk_search:  # radix passes over the filled slots (triton_kernels.CHUNK_RADIX)
         if asm and cfg.CH < K.NT_STREAM.value:
             raise ValueError(f"chunk_search needs CH >= {K.NT_STREAM.value}, not {cfg.CH}")
+        if cfg.CAP >= 1 << 20:  # its passes pack counts of candidates in 20 bits
+            raise ValueError(f"chunk_search needs CAP < 2^20, not {cfg.CAP}")
         reg_search = K.CHUNK_RADIX.value + (bits == 32) + 2 * asm
     elif cfg.reg_search:
         if cfg.radix_search:
@@ -707,8 +710,9 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
 def chunk_variant(cfg: LaunchConfig, k: int, every: int = 1) -> LaunchConfig:
     """``cfg`` with the compaction's searches by radix passes over the filled slots
     (``chunk_search``), checking for compaction every ``every`` blocks in a buffer
-    grown for them (:func:`check_variant`; the keys are not held, so its size costs
-    nothing where it is not filled); ``every = 1``: in the launch's own buffer."""
+    grown for them (:func:`check_variant`; the keys are not held, so its size costs no
+    time where it is not filled, only scratch memory); ``every = 1``: in the launch's
+    own buffer."""
     grown = check_variant(cfg, k, every) if every > 1 else cfg
     return dataclasses.replace(grown, chunk_search=True)
 
