@@ -1815,6 +1815,7 @@ def _compact(
     S: tl.constexpr = CAP // NREG
     CHR: tl.constexpr = CH // NREG
     LEAN_FINAL: tl.constexpr = (LEAN // 2) % 2 == 1
+    SMEM_RADIX: tl.constexpr = (REG_SEARCH // 2) % 2 == 1  # CHUNK_RADIX's | 2
     offs = tl.arange(0, CH)
     col = offs % CHR
     cnt_l = tl.load(cnt_ptr + offs // CHR)
@@ -1832,28 +1833,22 @@ def _compact(
             # must be cut, their indices' range (a census) and the bound among them
             pk, gt, eqn = _chunk_kth(
                 src_k, addr0, col, cnt_l, nch, kk, 32 if REG_SEARCH % 2 == 1 else 16, CH,
-                (REG_SEARCH // 2) % 2 == 1,
+                SMEM_RADIX,
             )  # fmt: skip
             if PROFILE:
-                q1 = _clock(pk)
-                tl.atomic_add(prof + 12, q1 - q)
-                q = q1
+                q = _lap(q, pk, prof + 12)
             ilo = pi * 0
             if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
                 _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
             if PROFILE:
-                q1 = _clock(pi)
-                tl.atomic_add(prof + 13, q1 - q)
-                q = q1
+                q = _lap(q, pi, prof + 13)
             if gt + eqn > kk + slack:
                 pi = _chunk_tied(
                     src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
-                    (REG_SEARCH // 2) % 2 == 1,
+                    SMEM_RADIX,
                 )  # fmt: skip
             if PROFILE:
-                q1 = _clock(pi)
-                tl.atomic_add(prof + 14, q1 - q)
-                q = q1
+                q = _lap(q, pi, prof + 14)
     elif total > kk:
         if REG_SEARCH:
             # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key.
@@ -1884,9 +1879,7 @@ def _compact(
                 src_k, src_i, addr0, col, cnt_l, nch, kk, lo_key, hi, lo_key, False, CH, NP
             )
         if PROFILE:
-            q1 = _clock(pk)
-            tl.atomic_add(prof + 12, q1 - q)
-            q = q1
+            q = _lap(q, pk, prof + 12)
         # census at the pivot key: the final compaction (slack 0, an exact search)
         # with LEAN_FINAL takes the counts from the search, and keeps every tied
         # candidate where they fit (no index bound needed past the last block; the
@@ -1902,9 +1895,7 @@ def _compact(
         else:
             gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
         if PROFILE:
-            q1 = _clock(gt + eqn + ilo + pi)
-            tl.atomic_add(prof + 13, q1 - q)
-            q = q1
+            q = _lap(q, gt + eqn + ilo + pi, prof + 13)
         if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
             if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
                 pi = _tied_fit(
@@ -1928,9 +1919,7 @@ def _compact(
                     NP,
                 ).to(tl.int32)
         if PROFILE:
-            q1 = _clock(pi)
-            tl.atomic_add(prof + 14, q1 - q)
-            q = q1
+            q = _lap(q, pi, prof + 14)
     # survivors to the other half, dealt round-robin over its regions
     base = total * 0
     for j in range(0, nch):
@@ -2084,6 +2073,15 @@ def _clock(dep):
     return tl.inline_asm_elementwise(
         "mov.u64 $0, %clock64;", "=l,r", [dep], dtype=tl.int64, is_pure=False, pack=1
     )
+
+
+@triton.jit
+def _lap(q, dep, slot):
+    """Profiling: the cycles since ``q`` (a :func:`_clock` read), once ``dep`` is
+    computed, added to the counter at ``slot``; returns the new reading."""
+    q1 = _clock(dep)
+    tl.atomic_add(slot, q1 - q)
+    return q1
 
 
 @triton.jit
