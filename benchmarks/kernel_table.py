@@ -167,6 +167,8 @@ FLAGS = {  # launch variants that set fields of the launch
     "smem": dict(radix_search=True, smem_hist=True),
     "chunk": dict(chunk_search=True),
     "srdx": dict(sample_radix=True),
+    "vfk": dict(values_from_keys=True),
+    "novfk": dict(values_from_keys=False),
     "tri": dict(tri_search=True),
     "notri": dict(tri_search=False),
 }
@@ -176,6 +178,7 @@ NUMBERED = {  # launch variants NAME<N> that set one field to N
     "raise": ("raise_every", int),
     "sk": ("sample_keys", int),
     "stol": ("sample_tol", int),
+    "sbits": ("sample_bits", int),
     "tol": ("search_tol", int),
     "z": ("sample_z", float),
 }
@@ -276,7 +279,9 @@ def main() -> None:
             "2^-N)), ringN (each warp's blocks through N shared-memory stages, cp.async), "
             "chunk (the compaction's searches by radix passes over the filled slots), chunkN "
             "(the same, checked every N blocks in a buffer grown for them), srdx (the "
-            "sample's bound by a radix select, histograms in shared memory; with pre); "
+            "sample's bound by a radix select, histograms in shared memory; with pre), "
+            "sbitsN (that radix select stopped at the key's top N bits), vfk / novfk (the "
+            "values written rebuilt from the keys / gathered from the row); "
             "joined with '+' (w32+pf4); 'both' = default,other; 'all' = default,other,check2"
         ),
     )
@@ -342,6 +347,9 @@ def main() -> None:
                 + (f"+sk{cfg.sample_keys}" if cfg.samples_in_registers and cfg.sample_keys else "")
                 + ("+spread" if cfg.samples_in_registers and cfg.sample_spread else "")
                 + ("+srdx" if cfg.samples_in_registers and cfg.sample_radix else "")
+                + (f"/{cfg.sample_bits}b" if cfg.samples_in_registers and cfg.sample_radix
+                   and cfg.sample_bits else "")
+                + ("/vfk" if cfg.values_from_keys else "")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

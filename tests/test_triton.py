@@ -90,6 +90,8 @@ def run_small(
     sample_keys=0,
     sample_spread=False,
     sample_radix=False,
+    sample_bits=0,
+    values_from_keys=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -108,6 +110,8 @@ def run_small(
     cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
     cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
     cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
+    cfg = dataclasses.replace(cfg, sample_bits=sample_bits)  # ... of the key's top bits only
+    cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)  # values from keys
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -130,6 +134,29 @@ def test_distributions(kind, dtype):
     x = make(kind, 2, 1500, dtype, DEV, seed=11)
     check_small(x, 40)
     check_small(x, 40, largest=False, order=Order.VALUE)
+
+
+@pytest.mark.parametrize("kind", ["signed_zeros", "nan_hotspots", "bits_negative", "normal"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("order", [Order.NONE, Order.VALUE, Order.INDEX])
+def test_values_from_keys(kind, dtype, order):
+    """LaunchConfig.values_from_keys: the values written rebuilt from the selected keys,
+    the selected zeros and NaNs read from the row (a key holds neither a zero's sign
+    nor a NaN's payload): bitwise the oracle's values, in both directions, with a
+    window and rows short of k (the fill value after the valid ones)."""
+    x = make(kind, 3, 1500, dtype, DEV, seed=12)
+    if kind == "nan_hotspots":  # NaNs of both signs and other payloads among the selected
+        raw = x.view(torch.int16 if dtype != torch.float32 else torch.int32)
+        nans = {torch.bfloat16: [0x7F81, -0x3D], torch.float16: [0x7C01, -0x1FB]}
+        nans = nans.get(dtype, [0x7F800001, -0x3FFFFB])  # -0x3D: 0xFFC3, a negative NaN
+        raw[0, 5:500:7] = nans[0]
+        raw[1, 11:800:13] = nans[1]
+        assert x[:2].isnan().sum() > 60
+    begin, end = torch.tensor([0, 100, 1480]), torch.tensor([1500, 1400, 1500])
+    for largest in (True, False):
+        kw = dict(largest=largest, order=order, values_from_keys=True)
+        check_small(x, 40, **kw)
+        check_small(x, 40, begin=begin, end=end, fill_value=-7.0, **kw)
 
 
 @pytest.mark.parametrize(
@@ -366,7 +393,7 @@ def test_public_api_backend_triton():
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
 
 
-_PRE = [False, True, "tol", "keys", "spread", "radix"]
+_PRE = [False, True, "tol", "keys", "spread", "radix", "radix16"]
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
@@ -383,12 +410,14 @@ def test_sample_bound(kind, z, pre):
     search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
     the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
     "spread": 128 elements as runs of 32 spread over the row (sample_spread); "radix":
-    the bound by a radix select (LaunchConfig.sample_radix)."""
+    the bound by a radix select (LaunchConfig.sample_radix), "radix16" the same
+    stopped at the key's top 16 bits (sample_bits: a lower bound)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
     kw["sample_keys"] = 128 if pre in ("keys", "spread") else 0
     kw["sample_spread"] = pre == "spread"
-    kw["sample_radix"] = pre == "radix"
+    kw["sample_radix"] = pre in ("radix", "radix16")
+    kw["sample_bits"] = 16 if pre == "radix16" else 0
     check_small(x, 40, **kw)
     begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
     check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)

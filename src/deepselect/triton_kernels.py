@@ -170,9 +170,42 @@ def _window(begin_ptr, end_ptr, row, N, WINDOW: tl.constexpr):
 def _best_first(ck, ci, real):
     """The indices ``ci`` ordered by key ``ck`` descending, ties by lower index (entries
     not ``real`` go last): one descending sort of (key, ~index)."""
+    _, ci = _best_first_keys(ck, ci, real)
+    return ci
+
+
+@triton.jit
+def _best_first_keys(ck, ci, real):
+    """:func:`_best_first`'s order of both the keys and the indices (keys 0 where not
+    ``real``)."""
     comb = (ck.to(tl.uint64) << 32) | (0x7FFFFFFF - ci).to(tl.uint64)
     comb = tl.sort(tl.where(real, comb, 0), descending=True)
-    return (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+    ci = (0x7FFFFFFF - (comb & 0xFFFFFFFF).to(tl.int64)).to(tl.int32)
+    return (comb >> 32).to(tl.uint32), ci
+
+
+@triton.jit
+def _values_of(x_row, ck, ci, real, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
+               SIGN: tl.constexpr, LARGEST: tl.constexpr, FROM_KEYS: tl.constexpr):  # fmt: skip
+    """The raw bits of the selected values ``x_row[ci]`` (where ``real``). FROM_KEYS: from
+    their keys ``ck``, which give every value's bits back but a zero's sign and a NaN's
+    payload (:func:`_to_key` folds -0.0 into +0.0 and every NaN into one key); only
+    those are read from the row, so the output waits on no gather from memory where
+    the selection holds neither."""
+    if FROM_KEYS:
+        zero_key = SIGN if LARGEST else KEY_MASK - SIGN
+        nan_key = KEY_MASK if LARGEST else 0
+        odd = real & ((ck == zero_key) | (ck == nan_key))
+        vals = tl.load(x_row + ci, mask=odd, other=0)
+        bits = _key_to_raw(ck, KEY_MASK, SIGN, LARGEST)
+        if KEY_BITS == 16:
+            rebuilt = bits.to(tl.uint16).to(tl.int16, bitcast=True)
+        else:
+            rebuilt = bits.to(tl.int32, bitcast=True)
+        vals = tl.where(odd, vals, rebuilt.to(vals.dtype))
+    else:
+        vals = tl.load(x_row + ci, mask=real, other=0)
+    return vals
 
 
 # ------------------------------------------------------------- PTX core of the filter
@@ -1365,7 +1398,7 @@ def _radix_pass(
 @triton.jit
 def _radix_select(
     keys, nv, kmax, kmin, k, BITS: tl.constexpr, RB: tl.constexpr, SMEM: tl.constexpr = False,
-    NT: tl.constexpr = 0,
+    NT: tl.constexpr = 0, TOP_BITS: tl.constexpr = 0,
 ):  # fmt: skip
     """The k-th largest valid key P and the number of valid keys above it, by a radix
     select from the top digit down: ``ceil(BITS / RB)`` histogram passes at most, the
@@ -1376,13 +1409,16 @@ def _radix_select(
     digit up are zero) is known without a pass: the prefix takes ``kmin``'s bits and
     no key is above it. If ``nv <= k`` every pass is skipped (every valid element is
     selected; the result is then unused). ``SMEM``: histograms in shared memory
-    (:func:`_histogram`; ``NT`` the program's threads)."""
+    (:func:`_histogram`; ``NT`` the program's threads). TOP_BITS > 0: no pass once at
+    least that many top bits are known; the lower bits of the result are then 0 (the
+    lowest key of the k-th key's bin: at most the k-th key, and ``above`` counts the
+    keys above the bin)."""
     NPASS: tl.constexpr = (BITS + RB - 1) // RB
     prefix = (kmin * 0).to(tl.uint32)
     rem = tl.minimum(k, nv)
     above = nv * 0
     diff = (kmin ^ kmax).to(tl.uint32)
-    for t in tl.static_range(NPASS):
+    for t in tl.static_range(NPASS if TOP_BITS == 0 else -(-TOP_BITS * NPASS // BITS)):
         # digit t: bits [BITS - (t + 1) * BITS // NPASS, BITS - t * BITS // NPASS)
         if (nv > k) & ((diff >> (BITS - ((t + 1) * BITS) // NPASS)) != 0):
             prefix, rem, above = _radix_pass(
@@ -1438,20 +1474,25 @@ def _held_kth(
 
 
 @triton.jit
-def _search_held(keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: tl.constexpr):
+def _search_held(
+    keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: tl.constexpr,
+    TOP_BITS: tl.constexpr = 0,
+):  # fmt: skip
     """The kk-th largest of the register-held ``keys`` (uint32, ``total`` of them
     valid, all >= ``pk``, the others 0), known to lie in ``[pk, hi]`` with ``hi`` the
     largest: the search of :func:`_held_kth` (REG_SEARCH 3: radix select, 4:
     trisection, else bisection). Returns the key and, TRACK (the bisection or the
     trisection, ``tol == 0``), the number of keys at or above it and above it (the
-    counts of the steps that moved the range's ends; else placeholders)."""
+    counts of the steps that moved the range's ends; else placeholders). TOP_BITS
+    (the radix select): see :func:`_radix_select`, whose key is then a lower bound."""
     c_ge = total
     c_gt = total * 0
     if REG_SEARCH == 3 or REG_SEARCH == 5:  # empty slots hold key 0, as _radix_select
         # takes invalid elements; digits of <= 6 bits, or (5) of 8 with the histograms
         # in shared memory
         pk, _ = _radix_select(
-            keys, total, hi, pk, kk, 32, 8 if REG_SEARCH == 5 else 6, REG_SEARCH == 5, NT_STREAM
+            keys, total, hi, pk, kk, 32, 8 if REG_SEARCH == 5 else 6, REG_SEARCH == 5, NT_STREAM,
+            TOP_BITS,
         )  # fmt: skip
         c_ge = total * 0 - 1
         c_gt = c_ge
@@ -1732,6 +1773,7 @@ def _sample_bound(
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
     NS: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SAMPLE_TOL: tl.constexpr, CHUNK: tl.constexpr, prof, PROFILE: tl.constexpr,
+    SAMPLE_BITS: tl.constexpr = 0,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
     sample and compacting it to its rank. The sample (:func:`_sample_cols`: the first
@@ -1743,7 +1785,9 @@ def _sample_bound(
     and reads the sample again (from L2, most of it), its hits placed as any.
     SAMPLE_TOL > 0: the search may stop at a key with between the rank and ``rank *
     (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much lower: still
-    valid, as any bound at or below the rank's key). PROFILE: the loads' and the
+    valid, as any bound at or below the rank's key). SAMPLE_BITS > 0 (a radix
+    select): the bound is the lowest key of the rank's key's top SAMPLE_BITS bits
+    (fewer passes; a lower bound). PROFILE: the loads' and the
     search's cycles added to ``prof[9]`` and ``prof[10]``. Returns the bound and the
     sample's largest key."""
     if PROFILE:
@@ -1759,7 +1803,8 @@ def _sample_bound(
     tol = kk * 0
     if SAMPLE_TOL > 0:
         tol = kk >> SAMPLE_TOL
-    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, NS, REG_SEARCH, False)
+    TOP: tl.constexpr = 0 if SAMPLE_BITS == 0 else SAMPLE_BITS + 32 - KEY_BITS  # of 32
+    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, NS, REG_SEARCH, False, TOP)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
@@ -2463,8 +2508,10 @@ def deepselect_rows_kernel(
     SAMPLE_CHUNK: tl.constexpr = 0,
     SAMPLE_BLOCKS: tl.constexpr = 2,
     SAMPLE_SEARCH: tl.constexpr = 2,
+    SAMPLE_BITS: tl.constexpr = 0,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
+    VALUES_FROM_KEYS: tl.constexpr = False,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -2590,7 +2637,7 @@ def deepselect_rows_kernel(
                         tk, s_hi = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_SEARCH, SAMPLE_Z,
-                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE,
+                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
@@ -2788,12 +2835,15 @@ def deepselect_rows_kernel(
         ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
         ci = tl.load(scr_i + slot, mask=real, other=0)
         if ORDER == 1:  # best first, ties by lower index
-            ci = _best_first(ck, ci, real)
-        if ORDER == 2:  # ascending index
+            ck, ci = _best_first_keys(ck, ci, real)
+        if ORDER == 2:  # ascending index (the keys no longer match: values read back)
             ci = tl.sort(tl.where(real, ci, 0x7FFFFFFF))
         om = o < k
         if WRITE_VALUES:
-            vals = tl.load(x_row + ci, mask=real, other=0)
+            vals = _values_of(
+                x_row, ck, ci, real, KEY_BITS, KEY_MASK, SIGN, LARGEST,
+                VALUES_FROM_KEYS and ORDER != 2,
+            )  # fmt: skip
             vals = tl.where(real, vals, fill_bits.to(vals.dtype))
             tl.store(ov_ptr + row64 * stride_ov + o, vals, mask=om)
         if OFF_TENSOR:
