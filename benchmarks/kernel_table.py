@@ -349,7 +349,7 @@ def main() -> None:
                 + ("+srdx" if cfg.samples_in_registers and cfg.sample_radix else "")
                 + (f"/{cfg.sample_bits}b" if cfg.samples_in_registers and cfg.sample_radix
                    and cfg.sample_bits else "")
-                + ("/vfk" if cfg.values_from_keys else "")
+                + ("" if cfg.values_from_keys else "/gather")
                 + ("" if cfg.ballot else "/nob")
                 + ("" if cfg.fast else "/nof")
                 + ("" if cfg.single else "/nos")

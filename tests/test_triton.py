@@ -91,7 +91,7 @@ def run_small(
     sample_spread=False,
     sample_radix=False,
     sample_bits=0,
-    values_from_keys=False,
+    values_from_keys=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -111,7 +111,8 @@ def run_small(
     cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
     cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
     cfg = dataclasses.replace(cfg, sample_bits=sample_bits)  # ... of the key's top bits only
-    cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)  # values from keys
+    if values_from_keys is not None:  # the values rebuilt from the keys (the default)
+        cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)
     # the tie search over the filled slots; the final compaction's census from its search
     if ties_held is not None:
         cfg = dataclasses.replace(cfg, ties_held=ties_held)
@@ -139,11 +140,13 @@ def test_distributions(kind, dtype):
 @pytest.mark.parametrize("kind", ["signed_zeros", "nan_hotspots", "bits_negative", "normal"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("order", [Order.NONE, Order.VALUE, Order.INDEX])
-def test_values_from_keys(kind, dtype, order):
+@pytest.mark.parametrize("rebuilt", [True, False])
+def test_values_from_keys(kind, dtype, order, rebuilt):
     """LaunchConfig.values_from_keys: the values written rebuilt from the selected keys,
     the selected zeros and NaNs read from the row (a key holds neither a zero's sign
     nor a NaN's payload): bitwise the oracle's values, in both directions, with a
-    window and rows short of k (the fill value after the valid ones)."""
+    window and rows short of k (the fill value after the valid ones). False: every
+    value gathered from the row."""
     x = make(kind, 3, 1500, dtype, DEV, seed=12)
     if kind == "nan_hotspots":  # NaNs of both signs and other payloads among the selected
         raw = x.view(torch.int16 if dtype != torch.float32 else torch.int32)
@@ -154,7 +157,7 @@ def test_values_from_keys(kind, dtype, order):
         assert x[:2].isnan().sum() > 60
     begin, end = torch.tensor([0, 100, 1480]), torch.tensor([1500, 1400, 1500])
     for largest in (True, False):
-        kw = dict(largest=largest, order=order, values_from_keys=True)
+        kw = dict(largest=largest, order=order, values_from_keys=rebuilt)
         check_small(x, 40, **kw)
         check_small(x, 40, begin=begin, end=end, fill_value=-7.0, **kw)
 
@@ -1028,8 +1031,9 @@ def test_chunked_searches_by_shape(monkeypatch, measured):
     """chunked_config, with the Triton release it was timed on: every launch's
     compactions search by radix passes over the filled slots; 16-bit rows of the
     block-synchronous loop check every CHUNK_EVERY blocks in a buffer grown for them;
-    rows shorter than w32_from blocks take the sample's bound by a radix select; the
-    rest of stream_config's launch as it was. With another release, none of it."""
+    rows shorter than w32_from blocks take the sample's bound by a radix select (for
+    32-bit keys of the key's top 16 bits); the rest of stream_config's launch as it
+    was. With another release, none of it."""
     import deepselect.triton_backend as tb
 
     version = triton.__version__ if measured else "0.0"
@@ -1051,12 +1055,15 @@ def test_chunked_searches_by_shape(monkeypatch, measured):
                     every = CHUNK_EVERY if block else base.check_every
                     assert cfg.chunk_search and cfg.check_every == every, (dtype, n, rows, k)
                     assert cfg.sample_radix == short
+                    # 32-bit keys: the bound from the key's top 16 bits
+                    assert cfg.sample_bits == (16 if short and dtype == torch.float32 else 0)
                     if block:
                         assert cfg.CAP // 8 > every * (cfg.B // 8) and cfg.CAP > base.CAP
                         assert cfg.B2 == cfg.CAP - k - every * cfg.B
                     same = dict(
-                        chunk_search=False, sample_radix=False, check_every=base.check_every
-                    )
+                        chunk_search=False, sample_radix=False, sample_bits=0,
+                        check_every=base.check_every,
+                    )  # fmt: skip
                     same.update(CAP=base.CAP, B2=base.B2, reg_search=base.reg_search)
                     assert dataclasses.replace(cfg, **same) == base
     finally:
@@ -1224,6 +1231,32 @@ def test_gpu_sample_bound_from_registers(w32):
             oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
             run_triton(x, k, opt, ov, oi, config=cfg)
             assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, f"{kind} {k} {z}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gpu_values_from_keys(dtype):
+    """The default launch's values rebuilt from the keys (LaunchConfig.values_from_keys)
+    on the GPU, full-size rows: NaNs of both signs and other payloads and zeros of both
+    signs among the selected come back bit for bit (read from the row), in both
+    directions, unsorted and by value, in the warp-private and the block-synchronous
+    loop (rows of 1M and of 64K)."""
+    itype = torch.int32 if dtype == torch.float32 else torch.int16
+    nan = {torch.bfloat16: [0x7F81, -0x3D], torch.float16: [0x7C01, -0x1FB]}
+    nan = nan.get(dtype, [0x7F800001, -0x3FFFFB])
+    for rows, n in ((24, 1 << 20), (64, 1 << 16)):
+        x = make("normal", rows, n, dtype, "cuda", seed=3)
+        raw = x.view(itype)
+        raw[0::3, 1000:60000:97] = nan[0]  # ~600 NaNs of one payload, ~600 of another
+        raw[1::3, 2000:64000:101] = nan[1]
+        x[2::3] = x[2::3].abs()  # +0.0 and -0.0 the k smallest of nonnegative rows
+        raw[2::3, 500:64000:7] = 0
+        raw[2::3, 503:64000:7] = -(1 << (torch.finfo(dtype).bits - 1))
+        for largest in (True, False):
+            for order in ("none", "value"):
+                opt = TopkOptions(largest=largest, order=order)
+                got = topk_rows(x, 512, largest=largest, order=order)
+                assert_same_topk(got, oracle_topk(x, 512, opt), opt.order, f"{n} {order}")
 
 
 @pytest.mark.gpu

@@ -218,13 +218,20 @@ class LaunchConfig:
        the lowest key with those bits: still at most the rank's key, so as valid, for
        fewer passes (32-bit keys: two of four with 16). The bound is then lower by at
        most the rest of its bin (at 16 bits of an fp32 key, a bin is 2^-7 of the value's
-       binade: ~30 more hits on a normal 129,280-element row).
+       binade: ~30 more hits on a normal 129,280-element row). Timed on an H200
+       (benchmarks/RESULTS.md), 16 against all 32 bits, with ``values_from_keys``: fp32
+       129,280 sorted, 4096 rows 0.854 -> 0.809 ms, 256 rows 0.064 -> 0.061 (the
+       search 9.4 -> 4.7 us a row, 124 -> 127 hits in warp 0). :func:`chunked_config`
+       takes 16 for 32-bit keys.
     values_from_keys: the values written are rebuilt from the selected keys, which
        determine every value's bits but a zero's sign and a NaN's payload; only the
        selected zeros and NaNs are read from the row again (False: every selected value
        is gathered from the row, a dependent read from memory at the end of each row).
        Unsorted and sorted-by-value outputs (sorted by index, the keys are not carried
-       through the sort).
+       through the sort). Timed on an H200 (benchmarks/RESULTS.md), ms, gathered /
+       rebuilt: bf16 k = 512 4096 x 1M 2.235 / 2.221, 256 x 1M 0.167 / 0.164, 4096 x
+       64K 0.386 / 0.379, 256 x 64K 0.035 / 0.035; fp32 129,280 sorted 4096 rows 0.872 /
+       0.854, 256 rows 0.067 / 0.064. On by default.
     maxnreg: the register cap that keeps two programs per SM (256 threads each):
        without it, sorted outputs of k = 2048 take ~178 registers and one program
        per SM.
@@ -269,7 +276,7 @@ class LaunchConfig:
     chunk_search: bool = False
     sample_radix: bool = False
     sample_bits: int = 0
-    values_from_keys: bool = False
+    values_from_keys: bool = True
 
     @property
     def samples_in_registers(self) -> bool:
@@ -531,7 +538,8 @@ def chunked_config(cfg: LaunchConfig, dtype: torch.dtype, k: int, n: int) -> Lau
     the block-synchronous loop checked every CHUNK_EVERY blocks in a buffer grown for
     them (:func:`chunk_variant`: the per-block barrier's wait was a fifth of a 64K row),
     and rows shorter than ``w32_from`` blocks with the sample's bound by a radix select
-    (``sample_radix``). Taken with the Triton it was timed on (``MEASURED_TRITON``).
+    (``sample_radix``; for 32-bit keys from their top 16 bits, ``sample_bits``). Taken
+    with the Triton it was timed on (``MEASURED_TRITON``).
 
     Timed on an H200 (Triton 3.6, benchmarks/RESULTS.md), ms, the launch before /
     this one, in one call: bf16 k = 512 256 x 64K 0.045 / 0.035, 4096 x 64K (three
@@ -552,8 +560,8 @@ def chunked_config(cfg: LaunchConfig, dtype: torch.dtype, k: int, n: int) -> Lau
     sixteen = dtype in (torch.bfloat16, torch.float16)
     if sixteen and not cfg.w32 and below_w32 and cfg.check_every == 1:
         cfg = chunk_variant(cfg, k, CHUNK_EVERY)
-    if below_w32:
-        cfg = dataclasses.replace(cfg, sample_radix=True)
+    if below_w32:  # 32-bit keys: the bound from the key's top 16 bits (two passes of four)
+        cfg = dataclasses.replace(cfg, sample_radix=True, sample_bits=0 if sixteen else 16)
     return cfg
 
 
