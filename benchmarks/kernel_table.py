@@ -168,6 +168,8 @@ FLAGS = {  # launch variants that set fields of the launch
     "chunk": dict(chunk_search=True),
     "srdx": dict(sample_radix=True),
     "vfk": dict(values_from_keys=True),
+    "ends": dict(sample_ends=True),
+    "noends": dict(sample_ends=False),
     "novfk": dict(values_from_keys=False),
     "tri": dict(tri_search=True),
     "notri": dict(tri_search=False),
@@ -281,7 +283,8 @@ def main() -> None:
             "(the same, checked every N blocks in a buffer grown for them), srdx (the "
             "sample's bound by a radix select, histograms in shared memory; with pre), "
             "sbitsN (that radix select stopped at the key's top N bits), vfk / novfk (the "
-            "values written rebuilt from the keys / gathered from the row); "
+            "values written rebuilt from the keys / gathered from the row), ends / noends (the "
+            "spread sample over the whole window / its middle blocks only); "
             "joined with '+' (w32+pf4); 'both' = default,other; 'all' = default,other,check2"
         ),
     )
@@ -346,6 +349,8 @@ def main() -> None:
                 + (f"+stol{cfg.sample_tol}" if cfg.samples_in_registers and cfg.sample_tol else "")
                 + (f"+sk{cfg.sample_keys}" if cfg.samples_in_registers and cfg.sample_keys else "")
                 + ("+spread" if cfg.samples_in_registers and cfg.sample_spread else "")
+                + ("+ends" if cfg.samples_in_registers and cfg.sample_spread and cfg.sample_ends
+                   else "")
                 + ("+srdx" if cfg.samples_in_registers and cfg.sample_radix else "")
                 + (f"/{cfg.sample_bits}b" if cfg.samples_in_registers and cfg.sample_radix
                    and cfg.sample_bits else "")

@@ -92,6 +92,7 @@ def run_small(
     sample_radix=False,
     sample_bits=0,
     values_from_keys=None,
+    sample_ends=False,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -111,6 +112,7 @@ def run_small(
     cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
     cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
     cfg = dataclasses.replace(cfg, sample_bits=sample_bits)  # ... of the key's top bits only
+    cfg = dataclasses.replace(cfg, sample_ends=sample_ends)  # the spread over the whole window
     if values_from_keys is not None:  # the values rebuilt from the keys (the default)
         cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)
     # the tie search over the filled slots; the final compaction's census from its search
@@ -239,6 +241,44 @@ def test_chunk_search(kind, dtype, every):
         oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
         run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
+
+
+@pytest.mark.parametrize("ties", [2, 13, 64, 65, 300])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_chunk_search_ranks_a_few_ties(ties, dtype):
+    """chunk_search with ties_rank: where at most TIE_RANK (64) candidates are tied at a
+    compaction's pivot key and some must go, the lowest-index ones needed are found by
+    gathering the tied indices and ranking them against each other (more: the radix
+    passes over their indices). Rows whose k-th value has ``ties - 1`` copies spread
+    over the row, the copies' indices in any order; windows, both directions,
+    compactions in the stream (a small buffer) and the last; checked every block or
+    every third."""
+    n, k = 3000, 40
+    g = torch.Generator().manual_seed(ties)
+    base = torch.randperm(n, generator=g).to(torch.float64)  # distinct values
+    x = torch.empty(3, n, dtype=torch.float64)
+    for r in range(3):
+        row = base[torch.randperm(n, generator=g)]
+        kth = row.sort(descending=True).values[k - 1]  # the k-th largest value's copies
+        low = row.sort().values[k - 1]  # and the k-th smallest's (largest=False)
+        pos = torch.randperm(n, generator=g)[: 2 * (ties - 1)]
+        row[pos[: ties - 1]] = kth
+        row[pos[ties - 1 :]] = low
+        x[r] = row
+    x = x.to(dtype).to(DEV)
+    begin, end = torch.tensor([0, 40, 700]), torch.tensor([n, n - 90, 2900])
+    for every in (1, 3):
+        for largest, order, window in (
+            (True, Order.NONE, {}), (False, Order.VALUE, {}),
+            (True, Order.VALUE, {"begin": begin, "end": end}),
+        ):  # fmt: skip  (unsorted: an extra tie survivor would be written, not sorted out)
+            opt = TopkOptions(order=order, largest=largest, **window)
+            cfg = chunk_variant(small_config(k), k, every)
+            cfg = dataclasses.replace(cfg, ties_rank=True)
+            ov = torch.empty((3, k), dtype=x.dtype, device=x.device)
+            oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
+            run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
+            assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, f"{ties} {every}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -396,7 +436,7 @@ def test_public_api_backend_triton():
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
 
 
-_PRE = [False, True, "tol", "keys", "spread", "radix", "radix16"]
+_PRE = [False, True, "tol", "keys", "spread", "ends", "radix", "radix16"]
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
@@ -412,13 +452,15 @@ def test_sample_bound(kind, z, pre):
     before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
     search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
     the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
-    "spread": 128 elements as runs of 32 spread over the row (sample_spread); "radix":
+    "spread": 128 elements as runs of 32 spread over the row (sample_spread), "ends"
+    the same over the whole window, its ends too (sample_ends); "radix":
     the bound by a radix select (LaunchConfig.sample_radix), "radix16" the same
     stopped at the key's top 16 bits (sample_bits: a lower bound)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
-    kw["sample_keys"] = 128 if pre in ("keys", "spread") else 0
-    kw["sample_spread"] = pre == "spread"
+    kw["sample_keys"] = 128 if pre in ("keys", "spread", "ends") else 0
+    kw["sample_spread"] = pre in ("spread", "ends")
+    kw["sample_ends"] = pre == "ends"
     kw["sample_radix"] = pre in ("radix", "radix16")
     kw["sample_bits"] = 16 if pre == "radix16" else 0
     check_small(x, 40, **kw)
@@ -598,9 +640,9 @@ def _order_kernel(out_ptr, m, a, c, p):
 
 @triton.jit
 def _sample_cols_kernel(out_ptr, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr,
-                        CHUNK: tl.constexpr):  # fmt: skip
+                        CHUNK: tl.constexpr, lo=0, hi=0, ENDS: tl.constexpr = False):  # fmt: skip
     e = tl.arange(0, NS)
-    tl.store(out_ptr + e, K._sample_cols(e, first, m, a, c, p, B, NS, CHUNK))
+    tl.store(out_ptr + e, K._sample_cols(e, first, m, a, c, p, B, NS, CHUNK, lo, hi, ENDS))
 
 
 @pytest.mark.parametrize("B,NS,CHUNK", [(128, 512, 32), (128, 128, 64), (4096, 4096, 64)])
@@ -610,7 +652,8 @@ def test_sample_columns(B, NS, CHUNK):
     over every middle block: distinct, in the middle blocks, each run consecutive,
     and stratified: above any column, the sample's share and the middle blocks'
     share differ by less than one run's spacing. So an ascending row's sample ranks
-    its elements as the row does (a block sample of it can hold only its top)."""
+    its elements as the row does (a block sample of it can hold only its top). ENDS:
+    the same over the CHUNK-aligned slots of the whole window, ends included."""
     p = max(1, NS // B)
     for m in (p + 2, p + 3, 7 * p + 5, 100):
         mid = m - 2
@@ -630,6 +673,22 @@ def test_sample_columns(B, NS, CHUNK):
             for t in range(lo, hi, max(1, (hi - lo) // 997)):
                 share = sum(col >= t for col in cols) / NS
                 assert abs(share - (hi - t) / (hi - lo)) * (hi - lo) < 2 * spacing, (m, t)
+            # ENDS: over the whole window [wlo, whi), its partial first and last blocks too
+            for wlo, whi in ((first * B, (first + m) * B), ((first + 1) * B - 1, lo + mid * B + 3),
+                             (first * B + 5, (first + m) * B - 7)):  # fmt: skip
+                _sample_cols_kernel[(1,)](out, first, m, a, c, p, B, NS, CHUNK, wlo, whi, True)
+                cols = out.tolist()
+                runs = [cols[i : i + CHUNK] for i in range(0, NS, CHUNK)]
+                assert len(set(cols)) == NS and wlo <= min(cols) and max(cols) < whi
+                assert all(r == list(range(r[0], r[0] + CHUNK)) for r in runs)
+                assert all(r[0] % CHUNK == 0 for r in runs)  # aligned runs: whole lines
+                alo, ahi = -(-wlo // CHUNK) * CHUNK, whi // CHUNK * CHUNK
+                spacing = (ahi - alo) / (NS // CHUNK)
+                for t in range(alo, ahi, max(1, (ahi - alo) // 997)):
+                    share = sum(col >= t for col in cols) / NS
+                    assert abs(share - (ahi - t) / (ahi - alo)) * (ahi - alo) < 2 * spacing
+                if wlo == first * B and whi == (first + m) * B and spacing / 2 + CHUNK <= B:
+                    assert min(cols) < lo and max(cols) >= hi  # runs in both end blocks
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 9, 40, 64])

@@ -189,7 +189,10 @@ class LaunchConfig:
     ties_rank: with ``reg_ties``, a compaction with at most 64 candidates tied at its
        pivot key (most bf16 rows' final one) finds the index bound by gathering the
        tied indices in one scan and ranking each against all, instead of a bisection
-       over the index range (16-20 block-wide sums). Off: untimed.
+       over the index range (16-20 block-wide sums). Off: untimed. With
+       ``chunk_search``, the same in place of the census and the radix passes over the
+       tied indices (one walk over the candidates gathers them by atomics, then one
+       64 x 64 compare ranks them; :func:`triton_kernels._chunk_tied_rank`).
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -223,6 +226,11 @@ class LaunchConfig:
        129,280 sorted, 4096 rows 0.854 -> 0.809 ms, 256 rows 0.064 -> 0.061 (the
        search 9.4 -> 4.7 us a row, 124 -> 127 hits in warp 0). :func:`chunked_config`
        takes 16 for 32-bit keys.
+    sample_ends: with ``sample_spread``, the runs spread over the whole window, its first
+       and last blocks too, rather than over its middle blocks: an ascending row's top
+       lies in its last block, which the middle blocks' sample never sees, so its bound
+       was the top of the blocks before and the whole last block passed it (bf16 rows
+       of 64K: ~5,000 candidates a row, not ~1,000).
     values_from_keys: the values written are rebuilt from the selected keys, which
        determine every value's bits but a zero's sign and a NaN's payload; only the
        selected zeros and NaNs are read from the row again (False: every selected value
@@ -277,6 +285,7 @@ class LaunchConfig:
     sample_radix: bool = False
     sample_bits: int = 0
     values_from_keys: bool = True
+    sample_ends: bool = False
 
     @property
     def samples_in_registers(self) -> bool:
@@ -469,6 +478,7 @@ def kernel_constants(
         # (8-bit digits, shared-memory histograms on the GPU; 6-bit tl.histogram ones)
         SAMPLE_SEARCH=(5 if asm else 3) if cfg.sample_radix else reg_search,
         SAMPLE_BITS=cfg.sample_bits if cfg.sample_radix and cfg.sample_bits < bits else 0,
+        SAMPLE_ENDS=cfg.sample_ends and cfg.sample_spread,
         BURST=cfg.burst and cfg.samples_in_registers,
         SAMPLE_TOL=cfg.sample_tol if cfg.samples_in_registers else 0,
         SAMPLE_KEYS=cfg.sample_keys_held,

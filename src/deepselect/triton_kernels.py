@@ -1654,6 +1654,34 @@ def _chunk_tied(
 
 
 @triton.jit
+def _chunk_tied_rank(src_k, src_i, addr0, col, cnt_l, nch, pk, need, n, tmp,
+                     CH: tl.constexpr):  # fmt: skip
+    """The ``need``-th lowest index among the ``n <= TIE_RANK`` candidates whose key is
+    ``pk`` (distinct indices): one walk over the chunks gathers them into ``tmp[1 :
+    n + 1]`` (``tmp[0]``, zeroed here, counts them out by atomics: a few, no scan),
+    then all of them are ranked against all at once ([TIE_RANK, TIE_RANK] compares),
+    where :func:`_chunk_tied`'s radix passes walk every candidate once per 8 index
+    bits. ``tmp``: TIE_RANK + 1 free int32 slots."""
+    CHR: tl.constexpr = CH // NREG
+    tl.store(tmp, 0)
+    tl.debug_barrier()  # the counter is zero before anyone takes a slot
+    for j in range(0, nch):
+        m = j * CHR + col < cnt_l
+        ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
+        eq = m & (ck == pk)
+        ci = tl.load(src_i + addr0 + j * CHR, mask=eq, other=0)
+        slot = tl.atomic_add(tmp + tl.zeros([CH], tl.int32), 1, mask=eq)
+        tl.store(tmp + 1 + slot, ci, mask=eq & (slot < TIE_RANK))
+    tl.debug_barrier()  # every tied index stored before any is read
+    r = tl.arange(0, TIE_RANK)
+    tv = tl.load(tmp + 1 + r, mask=r < n, other=0x7FFFFFFF)
+    rank = tl.sum((tv[None, :] < tv[:, None]).to(tl.int32), axis=1)
+    res = tl.max(tl.where((rank == need - 1) & (r < n), tv, -1), axis=0)
+    tl.debug_barrier()  # read before the caller's stores reuse ``tmp``
+    return res
+
+
+@triton.jit
 def _tied_index(
     src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP: tl.constexpr, W: tl.constexpr,
     LEAN: tl.constexpr,
@@ -1748,7 +1776,10 @@ def _lowest_index(idx, lo, hi, need):
 
 
 @triton.jit
-def _sample_cols(e, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr, CHUNK: tl.constexpr):
+def _sample_cols(
+    e, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr, CHUNK: tl.constexpr, lo=0, hi=0,
+    ENDS: tl.constexpr = False,
+):  # fmt: skip
     """The row's columns of the sample's elements ``e`` (``tl.arange(0, NS)``), all in
     the row's middle blocks (1 .. m - 2 of :func:`_block_at`, wholly in the window;
     ``m - 2 >= p = CAP // B`` and ``NS <= CAP``). CHUNK = 0: the first ``NS`` elements
@@ -1757,9 +1788,18 @@ def _sample_cols(e, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr, CHUNK:
     ``(2j + 1) * slots / (2 NS / CHUNK)`` of their CHUNK-element slots, the middle
     of its share; NS and CHUNK powers of two): a fixed, data-independent
     sample, as the blocks are, that no trend along the row can skew (a sample of
-    whole blocks of an ascending row misses the row's top or holds only it)."""
+    whole blocks of an ascending row misses the row's top or holds only it). ENDS
+    (with CHUNK): the runs spread the same way over the CHUNK-aligned slots of the
+    whole window ``[lo, hi)``, the row's first and last blocks too (they hold the top
+    of a row that rises or falls along its length); the middle blocks alone hold
+    enough of those slots (they are aligned and lie in the window)."""
     if CHUNK == 0:
         col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
+    elif ENDS:
+        alo = (lo + CHUNK - 1) // CHUNK * CHUNK
+        slots = (hi // CHUNK - alo // CHUNK).to(tl.int64)  # at least NS // CHUNK
+        run = (((e // CHUNK) * 2 + 1).to(tl.int64) * slots // (2 * NS // CHUNK)).to(tl.int32)
+        col = alo + run * CHUNK + e % CHUNK
     else:
         slots = ((m - 2) * (B // CHUNK)).to(tl.int64)  # at least NS // CHUNK
         run = (((e // CHUNK) * 2 + 1).to(tl.int64) * slots // (2 * NS // CHUNK)).to(tl.int32)
@@ -1773,7 +1813,7 @@ def _sample_bound(
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
     NS: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SAMPLE_TOL: tl.constexpr, CHUNK: tl.constexpr, prof, PROFILE: tl.constexpr,
-    SAMPLE_BITS: tl.constexpr = 0,
+    SAMPLE_BITS: tl.constexpr = 0, lo=0, hi=0, ENDS: tl.constexpr = False,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
     sample and compacting it to its rank. The sample (:func:`_sample_cols`: the first
@@ -1787,12 +1827,13 @@ def _sample_bound(
     (1 + 2^-SAMPLE_TOL)`` sampled keys at or above it (a bound that much lower: still
     valid, as any bound at or below the rank's key). SAMPLE_BITS > 0 (a radix
     select): the bound is the lowest key of the rank's key's top SAMPLE_BITS bits
-    (fewer passes; a lower bound). PROFILE: the loads' and the
+    (fewer passes; a lower bound). ENDS: the runs over the whole window ``[lo,
+    hi)``, not its middle blocks only (:func:`_sample_cols`). PROFILE: the loads' and the
     search's cycles added to ``prof[9]`` and ``prof[10]``. Returns the bound and the
     sample's largest key."""
     if PROFILE:
         t0 = _clock(sample_n)
-    col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK)
+    col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK, lo, hi, ENDS)
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     kk = _first_kk(sample_n * 0 + NS, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
     k_lo = tl.min(keys, axis=0)
@@ -1854,7 +1895,8 @@ def _compact(
     LEAN, bits (:func:`_tied_fit`, :func:`_tied_index`): 1, the tied indices held
     only from the slots the fullest region fills; 2, the final compaction's counts
     from its key search (no census; every tie kept where they fit); 4, up to
-    TIE_RANK tied indices ranked at once. PROFILE: the cycles of the key search, the
+    TIE_RANK tied indices ranked at once (REG_SEARCH >= CHUNK_RADIX too:
+    :func:`_chunk_tied_rank`). PROFILE: the cycles of the key search, the
     census, the tied-index search and the survivors' placement added to
     ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
@@ -1883,15 +1925,24 @@ def _compact(
             if PROFILE:
                 q = _lap(q, pk, prof + 12)
             ilo = pi * 0
-            if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
+            cut = gt + eqn > kk + slack  # too many ties to keep: the exact index bound
+            ranked = cut & (eqn <= TIE_RANK) & ((LEAN // 4) % 2 == 1)  # (LEAN & 4: a few ranked)
+            # the threshold's index, or the ties' range for their radix passes: a census
+            # (ranked implies cut, so the xor drops it where the ties are ranked)
+            if (cut | (slack > 0)) ^ ranked:
                 _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
             if PROFILE:
                 q = _lap(q, pi, prof + 13)
-            if gt + eqn > kk + slack:
-                pi = _chunk_tied(
-                    src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
-                    SMEM_RADIX,
-                )  # fmt: skip
+            if cut:
+                if ranked:  # gathered and ranked against each other
+                    pi = _chunk_tied_rank(
+                        src_k, src_i, addr0, col, cnt_l, nch, pk, kk - gt, eqn, dst_i, CH
+                    )  # fmt: skip
+                else:
+                    pi = _chunk_tied(
+                        src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
+                        SMEM_RADIX,
+                    )  # fmt: skip
             if PROFILE:
                 q = _lap(q, pi, prof + 14)
     elif total > kk:
@@ -2509,6 +2560,7 @@ def deepselect_rows_kernel(
     SAMPLE_BLOCKS: tl.constexpr = 2,
     SAMPLE_SEARCH: tl.constexpr = 2,
     SAMPLE_BITS: tl.constexpr = 0,
+    SAMPLE_ENDS: tl.constexpr = False,
     SEARCH_TOL: tl.constexpr = 0,
     ONE_BARRIER: tl.constexpr = True,
     VALUES_FROM_KEYS: tl.constexpr = False,
@@ -2637,7 +2689,8 @@ def deepselect_rows_kernel(
                         tk, s_hi = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
                             INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_SEARCH, SAMPLE_Z,
-                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS,
+                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS, lo, hi,
+                            SAMPLE_ENDS,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
