@@ -92,7 +92,7 @@ def run_small(
     sample_radix=False,
     sample_bits=0,
     values_from_keys=None,
-    sample_ends=False,
+    sample_ends=None,
     **kw,
 ):
     opt = TopkOptions(**kw)
@@ -112,7 +112,8 @@ def run_small(
     cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
     cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
     cfg = dataclasses.replace(cfg, sample_bits=sample_bits)  # ... of the key's top bits only
-    cfg = dataclasses.replace(cfg, sample_ends=sample_ends)  # the spread over the whole window
+    if sample_ends is not None:  # the spread over the whole window (the default) or not
+        cfg = dataclasses.replace(cfg, sample_ends=sample_ends)
     if values_from_keys is not None:  # the values rebuilt from the keys (the default)
         cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)
     # the tie search over the filled slots; the final compaction's census from its search
@@ -241,44 +242,6 @@ def test_chunk_search(kind, dtype, every):
         oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
         run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
-
-
-@pytest.mark.parametrize("ties", [2, 13, 64, 65, 300])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_chunk_search_ranks_a_few_ties(ties, dtype):
-    """chunk_search with ties_rank: where at most TIE_RANK (64) candidates are tied at a
-    compaction's pivot key and some must go, the lowest-index ones needed are found by
-    gathering the tied indices and ranking them against each other (more: the radix
-    passes over their indices). Rows whose k-th value has ``ties - 1`` copies spread
-    over the row, the copies' indices in any order; windows, both directions,
-    compactions in the stream (a small buffer) and the last; checked every block or
-    every third."""
-    n, k = 3000, 40
-    g = torch.Generator().manual_seed(ties)
-    base = torch.randperm(n, generator=g).to(torch.float64)  # distinct values
-    x = torch.empty(3, n, dtype=torch.float64)
-    for r in range(3):
-        row = base[torch.randperm(n, generator=g)]
-        kth = row.sort(descending=True).values[k - 1]  # the k-th largest value's copies
-        low = row.sort().values[k - 1]  # and the k-th smallest's (largest=False)
-        pos = torch.randperm(n, generator=g)[: 2 * (ties - 1)]
-        row[pos[: ties - 1]] = kth
-        row[pos[ties - 1 :]] = low
-        x[r] = row
-    x = x.to(dtype).to(DEV)
-    begin, end = torch.tensor([0, 40, 700]), torch.tensor([n, n - 90, 2900])
-    for every in (1, 3):
-        for largest, order, window in (
-            (True, Order.NONE, {}), (False, Order.VALUE, {}),
-            (True, Order.VALUE, {"begin": begin, "end": end}),
-        ):  # fmt: skip  (unsorted: an extra tie survivor would be written, not sorted out)
-            opt = TopkOptions(order=order, largest=largest, **window)
-            cfg = chunk_variant(small_config(k), k, every)
-            cfg = dataclasses.replace(cfg, ties_rank=True)
-            ov = torch.empty((3, k), dtype=x.dtype, device=x.device)
-            oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
-            run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
-            assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, f"{ties} {every}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -452,15 +415,15 @@ def test_sample_bound(kind, z, pre):
     before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
     search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
     the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
-    "spread": 128 elements as runs of 32 spread over the row (sample_spread), "ends"
-    the same over the whole window, its ends too (sample_ends); "radix":
+    "spread": 128 elements as runs of 32 spread over the middle blocks (sample_spread,
+    sample_ends off), "ends" the same over the whole window, its ends too; "radix":
     the bound by a radix select (LaunchConfig.sample_radix), "radix16" the same
     stopped at the key's top 16 bits (sample_bits: a lower bound)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
     kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
     kw["sample_keys"] = 128 if pre in ("keys", "spread", "ends") else 0
     kw["sample_spread"] = pre in ("spread", "ends")
-    kw["sample_ends"] = pre == "ends"
+    kw["sample_ends"] = pre == "ends"  # "spread": over the middle blocks only
     kw["sample_radix"] = pre in ("radix", "radix16")
     kw["sample_bits"] = 16 if pre == "radix16" else 0
     check_small(x, 40, **kw)

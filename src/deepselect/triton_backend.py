@@ -132,8 +132,9 @@ class LaunchConfig:
        ``sample_spread``; spread, 0.064 against 0.068 with the whole sample), rows of
        1M 0-3% slower. See :func:`stream_config`.
     sample_spread: with ``sample_pre``, the sample as runs of 128 bytes spread evenly
-       over the row's middle blocks rather than whole blocks of the order. A block
-       sample of a row with a trend misleads: an ascending row's sample that holds
+       over the row's middle blocks (its whole window with ``sample_ends``) rather
+       than whole blocks of the order. A block sample of a row with a trend
+       misleads: an ascending row's sample that holds
        its top block puts the bound above the k-th, and the row is selected again
        (on an H200 ascending fp32 256 x 129,280 took 2-3.5x the normal rows' time,
        bf16 256 x 64K with a one-block sample 2.2x). Timed on an H200
@@ -189,10 +190,10 @@ class LaunchConfig:
     ties_rank: with ``reg_ties``, a compaction with at most 64 candidates tied at its
        pivot key (most bf16 rows' final one) finds the index bound by gathering the
        tied indices in one scan and ranking each against all, instead of a bisection
-       over the index range (16-20 block-wide sums). Off: untimed. With
-       ``chunk_search``, the same in place of the census and the radix passes over the
-       tied indices (one walk over the candidates gathers them by atomics, then one
-       64 x 64 compare ranks them; :func:`triton_kernels._chunk_tied_rank`).
+       over the index range (16-20 block-wide sums). Off: untimed. No use with
+       ``chunk_search`` (a gather of the tied indices by atomics into global memory,
+       ranked 64 x 64, was timed slower than its radix passes on an H200: the tie cut
+       of a bf16 64K row 2.9 -> 5.4 us, each chunk's atomics a round trip to L2).
     radix_search: with ``reg_search``, the compaction's pivot key by a radix select
        over the held keys (digits of up to 6 bits, one histogram each; digits every
        candidate shares skipped) rather than a bisection of one compare-and-sum per
@@ -230,7 +231,11 @@ class LaunchConfig:
        and last blocks too, rather than over its middle blocks: an ascending row's top
        lies in its last block, which the middle blocks' sample never sees, so its bound
        was the top of the blocks before and the whole last block passed it (bf16 rows
-       of 64K: ~5,000 candidates a row, not ~1,000).
+       of 64K: ~5,000 candidates a row, not ~1,000). Timed on an H200
+       (benchmarks/RESULTS.md), ms, middle blocks / whole window: ascending rows, bf16
+       256 x 64K 0.065 / 0.033, 256 x 1M 0.185 / 0.179, fp32 129,280 sorted 4096 rows
+       0.725 / 0.691, 256 rows 0.061 / 0.057; normal rows within 0.6% either way. On
+       by default (with ``sample_spread``).
     values_from_keys: the values written are rebuilt from the selected keys, which
        determine every value's bits but a zero's sign and a NaN's payload; only the
        selected zeros and NaNs are read from the row again (False: every selected value
@@ -285,7 +290,7 @@ class LaunchConfig:
     sample_radix: bool = False
     sample_bits: int = 0
     values_from_keys: bool = True
-    sample_ends: bool = False
+    sample_ends: bool = True
 
     @property
     def samples_in_registers(self) -> bool:

@@ -1654,34 +1654,6 @@ def _chunk_tied(
 
 
 @triton.jit
-def _chunk_tied_rank(src_k, src_i, addr0, col, cnt_l, nch, pk, need, n, tmp,
-                     CH: tl.constexpr):  # fmt: skip
-    """The ``need``-th lowest index among the ``n <= TIE_RANK`` candidates whose key is
-    ``pk`` (distinct indices): one walk over the chunks gathers them into ``tmp[1 :
-    n + 1]`` (``tmp[0]``, zeroed here, counts them out by atomics: a few, no scan),
-    then all of them are ranked against all at once ([TIE_RANK, TIE_RANK] compares),
-    where :func:`_chunk_tied`'s radix passes walk every candidate once per 8 index
-    bits. ``tmp``: TIE_RANK + 1 free int32 slots."""
-    CHR: tl.constexpr = CH // NREG
-    tl.store(tmp, 0)
-    tl.debug_barrier()  # the counter is zero before anyone takes a slot
-    for j in range(0, nch):
-        m = j * CHR + col < cnt_l
-        ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0).to(tl.uint32, bitcast=True)
-        eq = m & (ck == pk)
-        ci = tl.load(src_i + addr0 + j * CHR, mask=eq, other=0)
-        slot = tl.atomic_add(tmp + tl.zeros([CH], tl.int32), 1, mask=eq)
-        tl.store(tmp + 1 + slot, ci, mask=eq & (slot < TIE_RANK))
-    tl.debug_barrier()  # every tied index stored before any is read
-    r = tl.arange(0, TIE_RANK)
-    tv = tl.load(tmp + 1 + r, mask=r < n, other=0x7FFFFFFF)
-    rank = tl.sum((tv[None, :] < tv[:, None]).to(tl.int32), axis=1)
-    res = tl.max(tl.where((rank == need - 1) & (r < n), tv, -1), axis=0)
-    tl.debug_barrier()  # read before the caller's stores reuse ``tmp``
-    return res
-
-
-@triton.jit
 def _tied_index(
     src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP: tl.constexpr, W: tl.constexpr,
     LEAN: tl.constexpr,
@@ -1895,8 +1867,7 @@ def _compact(
     LEAN, bits (:func:`_tied_fit`, :func:`_tied_index`): 1, the tied indices held
     only from the slots the fullest region fills; 2, the final compaction's counts
     from its key search (no census; every tie kept where they fit); 4, up to
-    TIE_RANK tied indices ranked at once (REG_SEARCH >= CHUNK_RADIX too:
-    :func:`_chunk_tied_rank`). PROFILE: the cycles of the key search, the
+    TIE_RANK tied indices ranked at once. PROFILE: the cycles of the key search, the
     census, the tied-index search and the survivors' placement added to
     ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
@@ -1925,24 +1896,15 @@ def _compact(
             if PROFILE:
                 q = _lap(q, pk, prof + 12)
             ilo = pi * 0
-            cut = gt + eqn > kk + slack  # too many ties to keep: the exact index bound
-            ranked = cut & (eqn <= TIE_RANK) & ((LEAN // 4) % 2 == 1)  # (LEAN & 4: a few ranked)
-            # the threshold's index, or the ties' range for their radix passes: a census
-            # (ranked implies cut, so the xor drops it where the ties are ranked)
-            if (cut | (slack > 0)) ^ ranked:
+            if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
                 _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
             if PROFILE:
                 q = _lap(q, pi, prof + 13)
-            if cut:
-                if ranked:  # gathered and ranked against each other
-                    pi = _chunk_tied_rank(
-                        src_k, src_i, addr0, col, cnt_l, nch, pk, kk - gt, eqn, dst_i, CH
-                    )  # fmt: skip
-                else:
-                    pi = _chunk_tied(
-                        src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
-                        SMEM_RADIX,
-                    )  # fmt: skip
+            if gt + eqn > kk + slack:
+                pi = _chunk_tied(
+                    src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
+                    SMEM_RADIX,
+                )  # fmt: skip
             if PROFILE:
                 q = _lap(q, pi, prof + 14)
     elif total > kk:
