@@ -1767,15 +1767,15 @@ def _sample_cols(
     enough of those slots (they are aligned and lie in the window)."""
     if CHUNK == 0:
         col = (_block_at(e // B, m, a, c, p) + first) * B + e % B
-    elif ENDS:
-        alo = (lo + CHUNK - 1) // CHUNK * CHUNK
-        slots = (hi // CHUNK - alo // CHUNK).to(tl.int64)  # at least NS // CHUNK
+    else:  # the slots from ``base`` on, at least NS // CHUNK of them
+        if ENDS:
+            base = (lo + CHUNK - 1) // CHUNK * CHUNK
+            slots = (hi // CHUNK - base // CHUNK).to(tl.int64)
+        else:
+            base = (first + 1) * B
+            slots = ((m - 2) * (B // CHUNK)).to(tl.int64)
         run = (((e // CHUNK) * 2 + 1).to(tl.int64) * slots // (2 * NS // CHUNK)).to(tl.int32)
-        col = alo + run * CHUNK + e % CHUNK
-    else:
-        slots = ((m - 2) * (B // CHUNK)).to(tl.int64)  # at least NS // CHUNK
-        run = (((e // CHUNK) * 2 + 1).to(tl.int64) * slots // (2 * NS // CHUNK)).to(tl.int32)
-        col = (first + 1) * B + run * CHUNK + e % CHUNK
+        col = base + run * CHUNK + e % CHUNK
     return col
 
 
