@@ -283,6 +283,28 @@ def test_pivot_searches_adversarial(search, dtype):
     check(xs, 40, cfg=split, sm=8, begin=begin * 2, end=end * 2 + 60)
 
 
+@pytest.mark.parametrize("per_thread", [4, 32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_elements_per_thread(per_thread, dtype):
+    """ShortConfig.per_thread sets the warps of every launch (``nmax / (32 per_thread)``,
+    at least one): the same exact answer with 4 elements a thread (4 warps at nmax 512)
+    and with 32 (one warp), short rows and the split, in both directions, with a
+    window; the plan's launches take those warps."""
+    short = ShortConfig(nmax=512, min_seg=64, per_thread=per_thread, **FEW)
+    split = ShortConfig(nmax=256, seg_max=128, min_seg=64, per_thread=per_thread, **FEW)
+    x = _adversarial(400, dtype, seed=per_thread)
+    xs = _adversarial(500, dtype, seed=per_thread + 1)
+    rows = x.shape[0]
+    begin = torch.tensor([0, 5, 190, 0, 30, 199][:rows], device=DEV)
+    end = torch.tensor([400, 150, 300, 41, 31, 400][:rows], device=DEV)
+    warps = max(1, 512 // (32 * per_thread))
+    assert short_path(x, 40, TopkOptions(), SM, short).levels[0].num_warps == warps
+    check(x, 40, cfg=short, want_kind="short")
+    check(x, 40, cfg=short, largest=False, order=Order.VALUE, begin=begin, end=end)
+    check(xs, 40, cfg=split, sm=8, want_kind="split", order=Order.INDEX)
+    check(xs, 12, cfg=split, sm=8, want_kind="split", largest=False, begin=begin, end=end)
+
+
 # --------------------------------------------------------------------- split path
 @pytest.mark.parametrize("kind", KINDS)
 def test_split_matches_oracle_and_unsplit(kind):
@@ -608,6 +630,7 @@ def test_short_config_variants_by_name():
         merge_in_launch=True, seg_max=2048, reg_cap=96
     )
     assert ShortConfig.variant("old+nopf") == ShortConfig(radix=False, prefilter=False)
+    assert ShortConfig.variant("radix+pt32") == ShortConfig(per_thread=32)
     x = torch.empty(4096, 16384)  # many rows of 16K: streamed, unless split is asked
     assert short_path(x, 512, TopkOptions(), 132) is None
     plan = short_path(x, 512, TopkOptions(), 132, ShortConfig.variant("split16384"))

@@ -1496,6 +1496,10 @@ class ShortConfig:
         0.032, 2 x 1M 0.023 / 0.021, 6 x 1M 0.049 / 0.047; one segment a program
         mixed: 6 x 64K 0.0087 / 0.0084, 1 x 1M 0.0119 / 0.0125, fp32 6 x 129,280
         0.017 / 0.017.
+    per_thread: elements held a thread, so the warps a program of ``nmax`` takes
+        (``nmax / (32 per_thread)``, 1 to 16): more a thread, fewer warps in every
+        block-wide reduction and barrier and more programs an SM, for more registers
+        a thread. 16 (timed); others untimed.
     """
 
     nmax: int = 8192
@@ -1529,6 +1533,7 @@ class ShortConfig:
     vec_load: bool = True
     staged_write: bool | None = None
     full_segments: bool | None = None
+    per_thread: int = 16
 
     __hash__ = _hash_once
 
@@ -1558,7 +1563,8 @@ class ShortConfig:
         in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``), ``segN`` (split segments of N: ``seg_max``) or
-        ``nmaxN`` (slices of up to N: ``nmax``, also the passes' segments), the
+        ``nmaxN`` (slices of up to N: ``nmax``, also the passes' segments), ``ptN``
+        (N elements held a thread: ``per_thread``), the
         whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
         body, _, cap = name.partition("@")
         fields_: dict = {}
@@ -1593,6 +1599,8 @@ class ShortConfig:
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
+            elif word == "pt" and num.isdigit():
+                fields_["per_thread"] = int(num)
             elif (
                 word in ("radix", "split", "seg", "passes", "tiles", "grid", "nmax")
                 and num.isdigit()
@@ -1611,8 +1619,8 @@ class ShortConfig:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
                     "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
-                    "novec, staged, nostaged, full, nofull, fused, levelled, splitN, segN or "
-                    "nmaxN joined by "
+                    "novec, staged, nostaged, full, nofull, fused, levelled, splitN, segN, "
+                    "ptN or nmaxN joined by "
                     f"'+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
@@ -1689,10 +1697,10 @@ class ShortPlan:
         return self.pass_level is not None
 
 
-def _warps(nmax: int) -> int:
+def _warps(nmax: int, per_thread: int = 16) -> int:
     # 16 elements per thread: more per thread spills (see ShortConfig), fewer only
     # adds threads to every reduction
-    return max(1, min(16, nmax // (32 * 16)))
+    return max(1, min(16, nmax // (32 * per_thread)))
 
 
 def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
@@ -1701,7 +1709,7 @@ def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
     while True:
         g = min(cfg.nmax, max(16, _next_pow2(c)))
         nseg = -(-c // g)
-        out.append(Level(g, nseg, g, True, nseg > 1, _warps(g)))
+        out.append(Level(g, nseg, g, True, nseg > 1, _warps(g, cfg.per_thread)))
         if nseg == 1:
             return out
         c = nseg * k
@@ -1724,7 +1732,7 @@ def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | No
         if g // kp < 2:
             return None
         groups = -(-units // (g // kp))
-        out.append(Level(g, groups, g, True, groups > 1, _warps(g)))
+        out.append(Level(g, groups, g, True, groups > 1, _warps(g, cfg.per_thread)))
         if groups == 1:
             return out if len(out) <= MAX_IN_LAUNCH else None
         units = groups
@@ -1773,7 +1781,7 @@ def _plan(
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
         crowded = rows >= CROWDED * sm_count
-        level = Level(max(n, 1), 1, nm, False, False, _warps(nm), crowded)
+        level = Level(max(n, 1), 1, nm, False, False, _warps(nm, cfg.per_thread), crowded)
         return ShortPlan("short", (level,), kp, np_, fused, cfg)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:  # no split; radix passes (any k) unless sorted by value
@@ -1793,7 +1801,7 @@ def _plan(
         return None  # (one row always splits: a program alone leaves the rest idle)
     L = max(lmin, min(cfg.seg_max, cfg.nmax))
     nseg = -(-n // L)
-    levels = [Level(L, nseg, L, False, True, _warps(L))]
+    levels = [Level(L, nseg, L, False, True, _warps(L, cfg.per_thread))]
     merges = None
     if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
@@ -1830,7 +1838,7 @@ def _pass_level(
     auto = sync and k > cfg.pass_min_k
     if cfg.radix_passes is False or (cfg.radix_passes is None and not auto):
         return None, 1, False
-    return Level(L, nseg, L, False, False, _warps(L)), tiles, sync
+    return Level(L, nseg, L, False, False, _warps(L, cfg.per_thread)), tiles, sync
 
 
 def describe(plan: ShortPlan | None) -> str:
