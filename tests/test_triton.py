@@ -140,6 +140,14 @@ def test_distributions(kind, dtype):
     check_small(x, 40, largest=False, order=Order.VALUE)
 
 
+def _odd_nans(dtype):
+    """Raw bits of two NaNs of ``dtype`` other than the canonical one: a positive NaN
+    with the lowest payload bit, and a negative quiet NaN with another payload (as the
+    signed int16 / int32 the raw view stores; -0x3D is bf16's 0xFFC3)."""
+    nans = {torch.bfloat16: [0x7F81, -0x3D], torch.float16: [0x7C01, -0x1FB]}
+    return nans.get(dtype, [0x7F800001, -0x3FFFFB])
+
+
 @pytest.mark.parametrize(  # gathered (False): the old path, on the rows that tell
     "kind,rebuilt",
     [("signed_zeros", True), ("nan_hotspots", True), ("bits_negative", True)]
@@ -156,8 +164,7 @@ def test_values_from_keys(kind, rebuilt, dtype, order):
     x = make(kind, 3, 1500, dtype, DEV, seed=12)
     if kind == "nan_hotspots":  # NaNs of both signs and other payloads among the selected
         raw = x.view(torch.int16 if dtype != torch.float32 else torch.int32)
-        nans = {torch.bfloat16: [0x7F81, -0x3D], torch.float16: [0x7C01, -0x1FB]}
-        nans = nans.get(dtype, [0x7F800001, -0x3FFFFB])  # -0x3D: 0xFFC3, a negative NaN
+        nans = _odd_nans(dtype)
         raw[0, 5:500:7] = nans[0]
         raw[1, 11:800:13] = nans[1]
         assert x[:2].isnan().sum() > 60
@@ -1267,8 +1274,7 @@ def test_gpu_values_from_keys(dtype):
     directions, unsorted and by value, in the warp-private and the block-synchronous
     loop (rows of 1M and of 64K)."""
     itype = torch.int32 if dtype == torch.float32 else torch.int16
-    nan = {torch.bfloat16: [0x7F81, -0x3D], torch.float16: [0x7C01, -0x1FB]}
-    nan = nan.get(dtype, [0x7F800001, -0x3FFFFB])
+    nan = _odd_nans(dtype)
     for rows, n in ((24, 1 << 20), (64, 1 << 16)):
         x = make("normal", rows, n, dtype, "cuda", seed=3)
         raw = x.view(itype)
