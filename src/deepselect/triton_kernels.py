@@ -28,7 +28,9 @@ How one program selects a row ``[lo, hi)``:
    the sample's keys read into registers (:func:`_sample_bound`), and the stream
    starts at it, as at a preset key, reading the sample's blocks again.)
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
-   are sorted if asked for and written out with their values gathered from the row.
+   are sorted if asked for and written out with their values rebuilt from their keys
+   (VALUES_FROM_KEYS; a selected zero or NaN, whose key folds its sign or payload,
+   and the values of outputs sorted by index are read from the row).
 
 The filter is where the time goes: nearly every block holds a few elements of the
 running top-k, so appending must cost per hit, not per element, and a block must
