@@ -631,6 +631,9 @@ def test_short_config_variants_by_name():
     )
     assert ShortConfig.variant("old+nopf") == ShortConfig(radix=False, prefilter=False)
     assert ShortConfig.variant("radix+pt32") == ShortConfig(per_thread=32)
+    for bad in (0, 3, -4):  # the warps of a launch come from it: a power of two
+        with pytest.raises(ValueError, match="per_thread"):
+            ShortConfig(per_thread=bad)
     x = torch.empty(4096, 16384)  # many rows of 16K: streamed, unless split is asked
     assert short_path(x, 512, TopkOptions(), 132) is None
     plan = short_path(x, 512, TopkOptions(), 132, ShortConfig.variant("split16384"))

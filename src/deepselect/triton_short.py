@@ -1545,6 +1545,8 @@ class ShortConfig:
                 "ShortConfig: pass_max_tiles >= 1 and grid_per_sm > 0, got "
                 f"{self.pass_max_tiles} and {self.grid_per_sm}"
             )
+        if self.per_thread < 1 or self.per_thread & (self.per_thread - 1):
+            raise ValueError(f"ShortConfig: per_thread is a power of two, got {self.per_thread}")
 
     @classmethod
     def variant(cls, name: str) -> ShortConfig:
@@ -1599,10 +1601,8 @@ class ShortConfig:
                 fields_["merge_in_launch"] = part == "fused"
             elif part == "radix":
                 pass
-            elif word == "pt" and num.isdigit():
-                fields_["per_thread"] = int(num)
             elif (
-                word in ("radix", "split", "seg", "passes", "tiles", "grid", "nmax")
+                word in ("radix", "split", "seg", "passes", "tiles", "grid", "nmax", "pt")
                 and num.isdigit()
             ):
                 key = {
@@ -1612,6 +1612,7 @@ class ShortConfig:
                     "nmax": "nmax",
                 }
                 key.update(passes="pass_bits", tiles="pass_max_tiles", grid="grid_per_sm")
+                key.update(pt="per_thread")
                 fields_[key[word]] = int(num)
                 if word == "passes":
                     fields_.setdefault("radix_passes", True)
