@@ -12,12 +12,16 @@ import warnings
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from helpers import assert_same_topk, bits, warm_then_capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepselect import TopkOptions, oracle_topk
+from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
+from deepselect.keys import to_keys
 from deepselect.options import Order
 from deepselect.triton_backend import _RAW
 from deepselect.triton_short import (
@@ -28,6 +32,7 @@ from deepselect.triton_short import (
     _warps,
     describe,
     passes_constants,
+    prefilter_code,
     prefilters,
     run_short,
     short_path,
@@ -616,6 +621,175 @@ def test_prefilter_on_merge_candidates():
         same_bits(with_pf, without)
 
 
+# ------------------------------------------------ the prefilter over values (value_filter)
+@triton.jit
+def _bound_probe(raw_ptr, thr_ptr, out_ptr, n, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+                 INF_BITS: tl.constexpr, LARGEST: tl.constexpr, RAW16: tl.constexpr,
+                 FP16: tl.constexpr, B: tl.constexpr):  # fmt: skip
+    t = tl.program_id(0)
+    w = K._key_bound(
+        tl.load(thr_ptr + t).to(tl.uint32), KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, FP16
+    )  # fmt: skip
+    o = tl.arange(0, B)
+    raw = tl.load(raw_ptr + o, mask=o < n, other=0)
+    beats = K._beats_bound(K._raw_values(raw, RAW16, FP16), w, LARGEST)
+    tl.store(out_ptr + t * n + o, beats.to(tl.int8), mask=o < n)
+
+
+def _probe_values(dtype):
+    """Raw bit patterns to probe: all 65,536 for 16-bit types; for fp32 every special
+    (signed zeros and infinities, NaNs of both signs and several payloads, the
+    smallest and largest subnormals and normals) and random patterns."""
+    if dtype != torch.float32:
+        return torch.arange(-(2**15), 2**15, dtype=torch.int16)
+    specials = [0, 1, 0x7FFFFF, 0x800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001, 0x7FC00000]
+    specials = torch.tensor(specials + [v | -(2**31) for v in specials] + [-1], dtype=torch.int64)
+    g = torch.Generator().manual_seed(7)
+    rand = torch.randint(-(2**31), 2**31, (16384,), generator=g)
+    return torch.cat([specials, rand]).to(torch.int32)
+
+
+def _probe_thresholds(dtype, keys):
+    """Thresholds (0 < thr <= KEY_MASK) at every kind of edge: around +-inf's, the
+    zeros' and the NaN key, the keys no value has, and around keys of the values."""
+    bits = 16 if dtype != torch.float32 else 32
+    km, sign = (1 << bits) - 1, 1 << (bits - 1)
+    inf = K._inf_bits(bits, dtype == torch.float16)
+    pinf, ninf = inf | sign, (inf | sign) ^ km
+    edges = [1, 2, ninf - 1, ninf, ninf + 1, sign - 2, sign - 1, sign, sign + 1]
+    edges += [pinf - 1, pinf, pinf + 1, km - 1, km, (ninf + sign) // 2, (sign + pinf) // 2]
+    g = torch.Generator().manual_seed(bits)
+    some = keys[torch.randint(0, len(keys), (120,), generator=g)]
+    thr = torch.cat([torch.tensor(edges), some - 1, some, some + 1])
+    return thr[(thr > 0) & (thr <= km)].unique()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("largest", [True, False])
+def test_value_bound_is_the_key_threshold(dtype, largest):
+    """``_key_bound`` / ``_beats_bound``: for every threshold probed, the values that
+    beat the threshold's bound are exactly those whose key is at or above it, on every
+    16-bit pattern (NaNs of both signs and any payload, signed zeros, subnormals,
+    infinities) and on fp32's specials and random patterns."""
+    raw = _probe_values(dtype)
+    want_keys = to_keys(raw.view(dtype), largest)
+    thr = _probe_thresholds(dtype, want_keys)
+    bits = 16 if dtype != torch.float32 else 32
+    n = raw.numel()
+    out = torch.zeros(len(thr), n, dtype=torch.int8, device=DEV)
+    _bound_probe[(len(thr),)](
+        raw.to(DEV), thr.to(torch.int64).to(DEV), out, n, (1 << bits) - 1, 1 << (bits - 1),
+        K._inf_bits(bits, dtype == torch.float16), largest, bits == 16,
+        dtype == torch.float16, triton.next_power_of_2(n),
+    )  # fmt: skip
+    want = want_keys[None, :] >= thr[:, None]
+    bad = (out.cpu().bool() != want).nonzero()
+    assert bad.numel() == 0, [(int(thr[t]), int(raw[i])) for t, i in bad[:5].tolist()]
+
+
+VALUE = ShortConfig(nmax=2048, min_seg=64, value_filter=True, **FEW)
+
+
+def _sampled_row(sample, head, filler):
+    """A row of 2,048 whose prefilter sample (every 16th position, 128 samples: the
+    sample ``_prefilter`` reads at nmax 2048) holds ``sample`` (cycled), and whose
+    other positions hold ``head`` first, then ``filler`` (cycled)."""
+    n = 2048
+    pos = torch.arange(0, n, 16)
+    x = torch.empty(n, dtype=torch.float64)
+    x[pos] = sample.double().repeat(len(pos))[: len(pos)]
+    others = torch.ones(n, dtype=torch.bool)
+    others[pos] = False
+    m = int(others.sum())
+    x[others] = torch.cat([head.double(), filler.double().repeat(m)])[:m]
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("largest", [True, False])
+def test_value_filter_thresholds_at_the_edges(dtype, largest):
+    """Rows whose sample puts the value prefilter's threshold exactly at the zeros'
+    key (the top k ending among zeros of both signs), at the selected side's infinity
+    (with NaNs, which pass it for the largest and never for the smallest) and at the
+    NaN key, each with between k and the room for them kept, so that the values'
+    compare decides the selection: the oracle's top k and the same bits as the key
+    prefilter, in every order. (The bound's exactness for every key:
+    test_value_bound_is_the_key_threshold.)"""
+    nan, inf = float("nan"), float("inf")
+    s = 1.0 if largest else -1.0
+    g = torch.Generator().manual_seed(3)
+    filler = -s * (1.0 + torch.rand(64, generator=g, dtype=torch.float64))  # never kept
+    t = torch.tensor
+    rows = [
+        _sampled_row(
+            t([s * 5.0] * 6 + [0.0, -0.0] * 61), t([s * 3.0] * 20 + [-0.0, 0.0] * 4), filler
+        ),  # fmt: skip
+        _sampled_row(t([s * inf]), t([nan] * 5 + [s * inf] * 3), filler),
+        _sampled_row(t([nan]), t([s * inf]), filler),
+    ]
+    x = torch.stack(rows).to(dtype).to(DEV)
+    plan = short_path(x, 32, TopkOptions(largest=largest), SM, VALUE)
+    assert plan.kind == "short" and prefilter_code(plan, plan.levels[0]) == 2, describe(plan)
+    keyed = dataclasses.replace(VALUE, value_filter=False)
+    for order in Order:
+        got = check(x, 32, cfg=VALUE, order=order, largest=largest)
+        same_bits(got, run(x, 32, cfg=keyed, order=order, largest=largest)[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_value_filter_same_bits(kind):
+    """The prefilter over values (``ShortConfig.value_filter``) on every distribution,
+    both directions, bf16 / fp16 / fp32, with windows: the oracle's top k and the same
+    bits as the prefilter over keys (rows of 2,000 at k = 32: normal rows keep ~110 of
+    them; tie-heavy rows fall back to every element)."""
+    i = KINDS.index(kind)
+    dtype = [torch.bfloat16, torch.float16, torch.float32][i % 3]
+    x = make(kind, 3, 2000, dtype, DEV, seed=i)
+    begin = torch.tensor([0, 7, 1500], device=DEV)
+    end = torch.tensor([2000, 1990, 1700], device=DEV)
+    keyed = dataclasses.replace(VALUE, value_filter=False)
+    for kw in (dict(largest=bool(i % 2)), dict(largest=not i % 2, begin=begin, end=end)):
+        order = list(Order)[i % 3]
+        got = check(x, 32, cfg=VALUE, order=order, **kw)
+        same_bits(got, run(x, 32, cfg=keyed, order=order, **kw)[0])
+
+
+@pytest.mark.parametrize("in_launch", [False, True])
+def test_value_filter_in_a_split(in_launch):
+    """A split's segments (slices of the input) take the prefilter over values, its
+    merges (candidates) the one over keys: the oracle's top k and the same bits as
+    with keys throughout, one launch per level and in one launch. Not lean (a lean
+    split has no prefilter)."""
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=in_launch,
+                      split_lean=False, value_filter=True, **FEW)  # fmt: skip
+    x = make("normal", 2, 16384, torch.bfloat16, DEV, seed=8)
+    plan = short_path(x, 256, TopkOptions(), SM, cfg)
+    assert plan.kind == "split" and plan.in_launch == in_launch, describe(plan)
+    for order in (Order.NONE, Order.VALUE):
+        got = check(x, 256, cfg=cfg, order=order)
+        same_bits(
+            got, run(x, 256, cfg=dataclasses.replace(cfg, value_filter=False), order=order)[0]
+        )
+
+
+def test_value_filter_only_where_it_applies():
+    """PREFILTER 2 (values) for a slice of the input with the option on, 1 (keys) for
+    merge levels of candidates and with the option off, 0 without the prefilter."""
+    x = torch.empty(2, 2000)
+    plan = short_path(x, 32, TopkOptions(), SM, VALUE)
+    assert prefilter_code(plan, plan.levels[0]) == 2
+    plan = short_path(x, 32, TopkOptions(), SM, dataclasses.replace(VALUE, value_filter=False))
+    assert prefilter_code(plan, plan.levels[0]) == 1
+    plan = short_path(x, 32, TopkOptions(), SM, dataclasses.replace(VALUE, prefilter=False))
+    assert prefilter_code(plan, plan.levels[0]) == 0
+    cfg = ShortConfig(nmax=2048, seg_max=2048, min_seg=1024, merge_in_launch=False,
+                      split_lean=False, value_filter=True, **FEW)  # fmt: skip
+    plan = short_path(torch.empty(2, 16384), 256, TopkOptions(), SM, cfg)
+    assert [prefilter_code(plan, lv) for lv in plan.levels] == [2, 1], describe(plan)
+    assert ShortConfig.variant("vf") == ShortConfig(value_filter=True)
+    assert ShortConfig.variant("vf+novf") == ShortConfig()
+
+
 def test_short_config_variants_by_name():
     """The named variants the timing and compile scripts take (ShortConfig.variant)."""
     assert ShortConfig.variant("radix") == ShortConfig()
@@ -1024,6 +1198,37 @@ def test_gpu_smem_histograms(rows, n, k, dtype, variant):
         graph.replay()
         torch.cuda.synchronize()
         assert_same_topk((ov, oi), oracle_topk(x, k, opt), Order.NONE, f"replay {seed}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype,variant",
+    [
+        (4096, 4096, 512, torch.bfloat16, "vf"),  # short rows, crowded
+        (4096, 4096, 512, torch.float32, "vf+pt32@128"),  # four warps a row
+        (300, 4095, 100, torch.float16, "vf"),  # no multiple of a vector: element loads
+        (3, 100_000, 1024, torch.bfloat16, "vf+nopasses"),  # a split (not lean) and merges
+    ],
+)
+def test_gpu_value_filter(rows, n, k, dtype, variant):
+    """The prefilter over values at full size (``ShortConfig.value_filter``; the
+    compare on the GPU's float32 unit, which must not flush subnormals): the oracle's
+    top k and the same bits as the prefilter over keys, both directions, unsorted and
+    by value, on rows of NaNs of both signs, signed zeros, raw bit patterns
+    (subnormals among them) and normal rows, with windows."""
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = ShortConfig.variant(variant)
+    assert cfg.value_filter
+    keyed = dataclasses.replace(cfg, value_filter=False)
+    g = torch.Generator(device="cuda").manual_seed(rows)
+    begin = torch.randint(0, n // 4, (rows,), device="cuda", generator=g)
+    end = begin + torch.randint(n // 2, n, (rows,), device="cuda", generator=g)
+    for kind in ("normal", "nan_hotspots", "signed_zeros", "bits_negative", "bits_positive"):
+        x = make(kind, rows, n, dtype, "cuda", seed=rows + k)
+        for kw in (dict(), dict(largest=False, begin=begin, end=end)):
+            for order in (Order.NONE, Order.VALUE):
+                got = check(x, k, cfg=cfg, sm=sm, order=order, **kw)
+                same_bits(got, run(x, k, cfg=keyed, sm=sm, order=order, **kw)[0])
 
 
 @pytest.mark.gpu

@@ -145,6 +145,11 @@ def _stats_combine(n_a, max_a, min_a, n_b, max_b, min_b):
 
 
 @triton.jit
+def _max_min(max_a, min_a, max_b, min_b):
+    return tl.maximum(max_a, max_b), tl.minimum(min_a, min_b)
+
+
+@triton.jit
 def _add_pair(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
@@ -213,7 +218,6 @@ def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr
 
 @triton.jit
 def _prefilter(
-    keys,
     nv,
     kmax,
     kmin,
@@ -237,10 +241,15 @@ def _prefilter(
     CM: tl.constexpr = "",
     SMEM: tl.constexpr = False,
     NT: tl.constexpr = 0,
+    OWN_BOUNDS: tl.constexpr = False,
+    NMAX: tl.constexpr = 0,
 ):
-    """A threshold ``thr`` at or below the k-th largest valid key, likely, and the
-    count ``c`` of held keys ``>= thr``; ``thr = 0`` where the slice is too short for
-    it to pay (fewer than ``4k`` or ``CAND`` valid elements).
+    """A threshold ``thr`` at or below the k-th largest valid key, likely; ``thr = 0``
+    where the slice is too short for it to pay (fewer than ``4k`` or ``CAND`` valid
+    elements). ``kmax``/``kmin`` bound the valid keys (the radix select's digits
+    shared by both take no pass); OWN_BOUNDS: the sample's own maximum and minimum
+    instead (one reduction), where the slice's are not known. ``NMAX``: the elements
+    held.
 
     ``S`` keys (one per thread) are read again at evenly spaced positions of the
     slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits: the row's window, or
@@ -249,11 +258,14 @@ def _prefilter(
     above the k-th key, ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``)
     and 2. So about ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256),
     at least k unless the sample is that far off. Exact whatever the data: the
-    caller keeps the threshold only if ``k <= c <= CAND`` (every one of the top k is
-    then ``>= thr``), and otherwise selects from every element."""
-    S: tl.constexpr = keys.shape[0] // 16
-    thr = kmax * 0
-    c = nv * 0
+    caller counts the keys ``>= thr`` (``c``) and keeps the threshold only if ``k <=
+    c <= CAND`` (every one of the top k is then ``>= thr``), and otherwise selects
+    from every element."""
+    S: tl.constexpr = NMAX // 16  # one a thread at 16 held a thread
+    thr = (nv * 0).to(tl.uint32)
+    if OWN_BOUNDS:  # typed as the reduction below makes them
+        kmax = thr + kmax
+        kmin = thr + kmin
     if (nv >= 4 * k) & (nv > CAND):
         a = tl.maximum(lo, s0)
         span = tl.minimum(hi, s0 + L) - a
@@ -264,13 +276,14 @@ def _prefilter(
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
+        if OWN_BOUNDS:
+            kmax, kmin = tl.reduce((sk, sk), 0, _max_min)
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
         thr, _ = K._radix_select(
             sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS, SMEM, NT
         )  # fmt: skip
-        c = tl.sum((keys >= thr).to(tl.int32), axis=0)
-    return thr, c
+    return thr
 
 
 @triton.jit
@@ -323,21 +336,27 @@ def _load_spread(
 
 
 @triton.jit
-def _compact(keys, idx, thr, c, base, CAND: tl.constexpr, NT: tl.constexpr):
-    """The held elements with key ``>= thr > 0`` (``c <= CAND`` of them), in position
-    order, as ``CAND``-long key and index vectors (index -1 and key 0 past ``c``):
-    written as packed ``key << 32 | index`` words to this program's scratch row
-    ``base`` (at least ``CAND`` words) at their rank among the kept, and read back."""
-    f = keys >= thr
-    slot = _running_count(f.to(tl.int32), NT) - 1
-    word = (keys.to(tl.int64) << 32) | idx.to(tl.int64)
-    tl.store(base + slot, word, mask=f)
+def _compact(kept, bits, idx, c, base, CAND: tl.constexpr, NT: tl.constexpr,
+             RAW16: tl.constexpr = False):  # fmt: skip
+    """The held elements where ``kept`` (``c <= CAND`` of them), in position order, as
+    ``CAND``-long vectors of their ``bits`` (keys, or with RAW16 raw 16-bit values:
+    returned as the int16 view) and indices (index -1 and bits 0 past ``c``): written
+    as packed ``bits << 32 | index`` words to this program's scratch row ``base`` (at
+    least ``CAND`` words) at their rank among the kept, and read back."""
+    slot = _running_count(kept.to(tl.int32), NT) - 1
+    if RAW16:
+        bits = bits.to(tl.uint16, bitcast=True).to(tl.uint32)
+    word = (bits.to(tl.uint32, bitcast=True).to(tl.int64) << 32) | idx.to(tl.int64)
+    tl.store(base + slot, word, mask=kept)
     tl.debug_barrier()  # every write before the read-back
     q = _spread(CAND, NT)
     # as int64 also where a launch without the prefilter passes a placeholder for the
     # scratch: Triton builds this branch (dead there) all the same
     w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF).to(tl.int64)
-    return (w >> 32).to(tl.uint32), w.to(tl.int32)
+    out = (w >> 32).to(tl.uint32)
+    if RAW16:
+        out = out.to(tl.uint16).to(tl.int16, bitcast=True)
+    return out, w.to(tl.int32)
 
 
 @triton.jit
@@ -672,7 +691,11 @@ def _slice_topk(
     """Exact top-k of slice ``seg`` of row ``row`` (see :func:`short_rows_kernel`):
     ``src_k``/``src_i`` the row's candidate pairs (``C`` columns valid) in candidate
     mode; ``scr_base`` the program's prefilter scratch; ``CM`` the candidates' load
-    cache modifier (".cg" where other programs of the same launch wrote them)."""
+    cache modifier (".cg" where other programs of the same launch wrote them).
+    ``PREFILTER``: 0 none, 1 the sampled threshold over the held keys, 2 (the input
+    only; candidates as 1) over their values: see VALUES below."""
+    VALUES: tl.constexpr = (PREFILTER == 2) and (not SRC_CAND)
+    FP16: tl.constexpr = RAW16 and (INF_BITS == 0x7C00)
     o = _spread(NMAX, NT)
     pos_in = seg * L + o
     if SRC_CAND:
@@ -683,16 +706,81 @@ def _slice_topk(
         valid = idx >= 0
         lo = 0
         hi = C
+    elif VALUES:  # the raw bits; keys only for the elements the threshold keeps
+        raw, idx, valid, lo, hi = _slice_raw(
+            x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT,
+            VEC,
+        )  # fmt: skip
     else:
         keys, idx, valid, lo, hi = _input_slice(
             x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
             LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC,
         )  # fmt: skip
 
-    # invalid elements get key 0: below every pivot and never above P, so that only
-    # the stats and the ties at P need the mask (not every step of the search)
+    # 2-4. the selection from what is held: first, where it pays, a sampled threshold
+    # keeps only the elements at or above it (see _prefilter)
+    use = False
+    if VALUES:
+        # VALUES: the valid count from the window, the sample's own key range, and the
+        # threshold as a bound on the values: one compare an element, no key
+        nv = tl.maximum(tl.minimum(hi, seg * L + L) - tl.maximum(lo, seg * L), 0)
+        thr = _prefilter(
+            nv, KEY_MASK, 0, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i, SRC_CAND,
+            CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM, RADIX == 2, NT,
+            True, NMAX,
+        )  # fmt: skip
+        w = K._key_bound(thr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, FP16)
+        kept = valid & K._beats_bound(K._raw_values(raw, RAW16, FP16), w, LARGEST)
+        c = tl.sum(kept.to(tl.int32), axis=0)
+        use = (thr > 0) & (c >= k) & (c <= CAND)
+    else:
+        keys, nv, kmax, kmin = _held_stats(keys, valid, FUSED_STATS)
+        thr = kmin
+        c = nv
+        kept = valid  # (built, not run, without the prefilter)
+        if PREFILTER:
+            thr = _prefilter(
+                nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
+                SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
+                RADIX == 2, NT, False, NMAX,
+            )  # fmt: skip
+            kept = keys >= thr
+            c = tl.sum(kept.to(tl.int32), axis=0)
+            use = (thr > 0) & (c >= k) & (c <= CAND)
+    if use:
+        if VALUES:
+            cr, ci = _compact(kept, raw, idx, c, scr_base, CAND, NT, RAW16)
+            ck = tl.where(ci >= 0, K._raw_key(cr, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST), 0)
+            kmax = tl.max(ck.to(tl.uint32), axis=0)
+        else:
+            ck, ci = _compact(kept, keys, idx, c, scr_base, CAND, NT)
+        _finish(
+            ck.to(tl.uint32), ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr,
+            di_ptr, DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic,
+            off_ptr, off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages,
+            n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER,
+            OFF_TENSOR, WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT,
+            HAS_R2B, NT,
+        )  # fmt: skip
+    else:
+        if VALUES:  # the threshold did not hold: every element's key after all
+            keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+            keys, nv, kmax, kmin = _held_stats(keys, valid, FUSED_STATS)
+        _finish(
+            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
+            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
+            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
+            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
+            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+        )  # fmt: skip
+
+
+@triton.jit
+def _held_stats(keys, valid, FUSED_STATS: tl.constexpr):
+    """Step 1: the held keys with key 0 where not valid (below every pivot and never
+    above P, so that only the stats and the ties at P need the mask, not every step of
+    the search), and the count and key range of the valid ones."""
     keys = tl.where(valid, keys, 0).to(tl.uint32)
-    # 1. count and key range of the valid elements
     if FUSED_STATS:  # one block-wide reduction
         nv, kmax, kmin = tl.reduce(
             (
@@ -707,35 +795,7 @@ def _slice_topk(
         nv = tl.sum(valid.to(tl.int32), axis=0)
         kmax = tl.max(keys, axis=0)
         kmin = tl.min(tl.where(valid, keys, 0xFFFFFFFF).to(tl.uint32), axis=0)
-    # 2-4. the selection from what is held: first, where it pays, a sampled threshold
-    # keeps only the elements at or above it (see _prefilter)
-    use = False
-    thr = kmin
-    c = nv
-    if PREFILTER:
-        thr, c = _prefilter(
-            keys, nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
-            SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
-            RADIX == 2, NT,
-        )  # fmt: skip
-        use = (thr > 0) & (c >= k) & (c <= CAND)
-    if use:
-        ck, ci = _compact(keys, idx, thr, c, scr_base, CAND, NT)
-        _finish(
-            ck, ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
-            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
-        )  # fmt: skip
-    else:
-        _finish(
-            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
-            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
-        )  # fmt: skip
+    return keys, nv, kmax, kmin
 
 
 @triton.jit
@@ -1500,6 +1560,12 @@ class ShortConfig:
         (``nmax / (32 per_thread)``, 1 to 16): more a thread, fewer warps in every
         block-wide reduction and barrier and more programs an SM, for more registers
         a thread. 16 (timed); others untimed.
+    value_filter: the prefilter of a slice of the input compares its values, not
+        its keys, with the threshold (the threshold's bound as a value,
+        ``triton_kernels._key_bound``: one compare an element, NaN unordered), and
+        makes keys of the elements it keeps only; the valid count comes from the
+        window and the sample's key range from the sample. Where the threshold does
+        not hold, the full selection makes every key then. Exact either way; untimed.
     """
 
     nmax: int = 8192
@@ -1534,6 +1600,7 @@ class ShortConfig:
     staged_write: bool | None = None
     full_segments: bool | None = None
     per_thread: int = 16
+    value_filter: bool = False
 
     __hash__ = _hash_once
 
@@ -1566,7 +1633,8 @@ class ShortConfig:
         merge level), ``splitN`` (rows of up to N split at any
         batch: ``split_max_n``), ``segN`` (split segments of N: ``seg_max``) or
         ``nmaxN`` (slices of up to N: ``nmax``, also the passes' segments), ``ptN``
-        (N elements held a thread: ``per_thread``), the
+        (N elements held a thread: ``per_thread``), ``vf`` / ``novf`` (the prefilter
+        over values: ``value_filter``), the
         whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
         body, _, cap = name.partition("@")
         fields_: dict = {}
@@ -1593,6 +1661,8 @@ class ShortConfig:
                 fields_["staged_write"] = part == "staged"
             elif part in ("full", "nofull"):
                 fields_["full_segments"] = part == "full"
+            elif part in ("vf", "novf"):
+                fields_["value_filter"] = part == "vf"
             elif part in ("smem", "nosmem"):
                 fields_["smem_hist"] = part == "smem"
             elif part == "nopasses":
@@ -1620,8 +1690,8 @@ class ShortConfig:
                 raise ValueError(
                     "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
                     "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
-                    "novec, staged, nostaged, full, nofull, fused, levelled, splitN, segN, "
-                    "ptN or nmaxN joined by "
+                    "novec, staged, nostaged, full, nofull, vf, novf, fused, levelled, splitN, "
+                    "segN, ptN or nmaxN joined by "
                     f"'+', optionally @CAP; got {name!r}"
                 )
         if cap and not cap.isdigit():
@@ -1894,7 +1964,7 @@ def kernel_constants(
         FUSED_STATS=plan.fused_stats,
         RADIX=2 if plan.cfg.radix and smem_hist(plan.cfg) else plan.cfg.radix,
         RADIX_BITS=8 if lean_split(plan) else plan.cfg.radix_bits,
-        PREFILTER=prefilters(plan, level),
+        PREFILTER=prefilter_code(plan, level),
         CAND=cand_size(level.nmax, plan.kp),
         NT=32 * level.num_warps,
         VEC_LOAD=plan.cfg.vec_load,
@@ -1997,6 +2067,14 @@ def prefilters(plan: ShortPlan, level: Level) -> bool:
     quarter of them."""
     on = plan.cfg.prefilter and not lean_split(plan)
     return on and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
+
+
+def prefilter_code(plan: ShortPlan, level: Level) -> int:
+    """``_slice_topk``'s PREFILTER for ``level``: 0 none (:func:`prefilters`), 2 the
+    threshold over the input's values (``ShortConfig.value_filter``), else 1."""
+    if not prefilters(plan, level):
+        return 0
+    return 2 if plan.cfg.value_filter and not level.src_cand else 1
 
 
 LEAN_MAX_KP = 512
