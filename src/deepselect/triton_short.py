@@ -50,7 +50,9 @@ vectors (:func:`_load_spread`, ``ShortConfig.vec_load``).
    alone: all of the top k are among them. Otherwise (a sample that far off, or
    ties filling the room) steps 2-4 run on every element, as without the
    prefilter. ~750 of 4096 keys pass at k = 512, so the radix passes run on a
-   quarter of the elements.
+   quarter of the elements. With ``ShortConfig.value_filter`` (off; untimed) a slice
+   of the input is counted by comparing its values with the threshold's bound
+   (``triton_kernels._key_bound``) and only the kept elements are made keys.
 2. A radix select for the pivot key ``P`` (the k-th largest valid key), digit by
    digit from the top: a pass takes a ``tl.histogram`` of one digit of the keys whose
    higher digits equal the prefix found so far (the histogram's mask), and one
