@@ -1671,6 +1671,7 @@ def _chunk_kth(
     """The kk-th largest key P of the candidates (``1 <= kk <=`` their count) by
     :func:`_chunk_pass`, one pass per 8 key bits; returns P, the candidates with a
     key above it and those with key P."""
+    kk = kk + tl.zeros((), tl.int32)  # a tensor also where k is a compile-time 1
     prefix = (kk * 0).to(tl.uint32)
     rem = kk
     gt = kk * 0
