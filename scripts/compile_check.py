@@ -31,15 +31,15 @@ from deepselect import triton_kernels as K
 from deepselect import triton_short
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
+    NUM_WARPS,
     LaunchConfig,
     _fill_bits,
     check_variant,
     kernel_constants,
     launch_config,
     occupancy_variant,
-    stream_launch,
+    stream_config,
 )
-from deepselect.triton_backend import other_search as other_search_of
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 H200_SMS = 132
@@ -78,41 +78,28 @@ def compile_rows_kernel(
     largest=True,
     asm=True,
     idx64=False,
-    other_search=False,
     profile=False,
     paged=False,
     every=1,
     novec=False,
     w32=False,
-    ahead=None,
-    sample=True,
     programs=None,
-    search_tol=0,
-    radix=False,
     overrides=None,
     stream=None,
 ):
+    """The streaming kernel as a launch builds it: ``stream`` (rows, n), the launch
+    run_triton takes for that shape on an H200 (132 SMs); else launch_config's, with
+    ``programs`` per SM, a check every ``every`` blocks, the warp-private loop
+    (``w32``) and LaunchConfig fields (``overrides``) as asked."""
     cfg = launch_config(dtype, k)
-    if stream is not None:  # (rows, n): the launch run_triton takes on an H200
-        cfg = stream_launch(dtype, k, *stream, H200_SMS)
+    if stream is not None:
+        cfg = stream_config(dtype, k, *stream, H200_SMS)
     if programs is not None:
-        cfg = occupancy_variant(cfg, programs, reg_search=True)  # as a crowded launch
+        cfg = occupancy_variant(cfg, programs)
     if every > 1:
         cfg = check_variant(cfg, k, every)
-    if other_search:
-        cfg = other_search_of(cfg)
-    if novec:
-        cfg = dataclasses.replace(cfg, vec=False)
-    if w32:  # as run_triton switches long rows: exact searches unless asked
-        cfg = dataclasses.replace(cfg, w32=True, search_tol=0, tri_search=False)
-    if ahead is not None:
-        cfg = dataclasses.replace(cfg, ahead=ahead)
-    if not sample:
-        cfg = dataclasses.replace(cfg, sample=False)
-    if search_tol:
-        cfg = dataclasses.replace(cfg, search_tol=search_tol)
-    if radix:
-        cfg = dataclasses.replace(cfg, radix_search=True)
+    if w32:
+        cfg = dataclasses.replace(cfg, w32=True)
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     bits = 16 if dtype != torch.float32 else 32
@@ -155,7 +142,7 @@ def compile_rows_kernel(
         off_tensor=False,
         write_values=True,
         asm=asm,
-        vec=cfg.vec,
+        vec=not novec,
     )
     consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
     consts.update(HAS_R2B=paged)
@@ -172,7 +159,7 @@ def compile_rows_kernel(
     return triton.compile(
         src,
         target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": cfg.num_warps, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})},
+        options={"num_warps": NUM_WARPS, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})},
     )
 
 
@@ -306,32 +293,20 @@ def main() -> None:
     p.add_argument("--k", type=int, nargs="*", default=[512])
     p.add_argument("--ptx", default=None)
     p.add_argument("--sass", default=None, help="also write the SASS (nvdisasm) to this prefix")
-    p.add_argument("--other-search", action="store_true", help="the other compaction key search")
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
     p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
     p.add_argument("--w32", action="store_true", help="warps stream independently")
-    p.add_argument("--ahead", type=int, default=None, help="with --w32: L2 prefetch distance")
     p.add_argument(
         "--programs", type=int, default=None, help="programs per SM (their register cap)"
     )
     p.add_argument(
-        "--no-sample", action="store_true", help="first compaction keeps k, not a sample's rank"
-    )
-    p.add_argument(
-        "--search-tol",
-        type=int,
-        default=0,
-        help="compactions before the last may keep k * (1 + 2^-N) (LaunchConfig.search_tol)",
-    )
-    p.add_argument("--radix", action="store_true", help="the compaction's key by a radix select")
-    p.add_argument(
         "--cfg",
         default="",
         metavar="FIELD=VALUE,...",
-        help="LaunchConfig fields set last (e.g. tri_search=0,CH=1024,NP=4)",
+        help="LaunchConfig fields set last (e.g. sample_radix=1,sample_bits=16)",
     )
     p.add_argument(
         "--short",
@@ -395,17 +370,12 @@ def main() -> None:
                     DT[d],
                     k,
                     order,
-                    other_search=a.other_search,
                     profile=a.profile,
                     paged=a.paged,
                     every=a.every,
                     novec=a.novec,
                     w32=a.w32,
-                    ahead=a.ahead,
-                    sample=not a.no_sample,
                     programs=a.programs,
-                    search_tol=a.search_tol,
-                    radix=a.radix,
                     overrides=overrides,
                     stream=stream,
                 )

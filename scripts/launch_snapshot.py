@@ -108,13 +108,14 @@ def _launches_before(dt, rows, n, k, order, largest, window, off_tensor, values,
         return out
     if k > TB.MAX_FAST_K:
         return [("oracle", None, {}, {}, {})]
-    cfg = TB.stream_launch(dtype, k, rows, n, SMS)
+    stream = getattr(TB, "stream_launch", TB.stream_config)
+    cfg = stream(dtype, k, rows, n, SMS)
     kw = TB.kernel_constants(
         dtype, cfg, largest=largest, order=Order(order), has_window=window,
         off_tensor=off_tensor, write_values=values, asm=aligned,
-        vec=aligned and cfg.vec,
+        vec=aligned and getattr(cfg, "vec", True),
     )  # fmt: skip
-    kw.update(PROFILE=False, PRESET=False, num_warps=cfg.num_warps)
+    kw.update(PROFILE=False, PRESET=False, num_warps=getattr(cfg, "num_warps", 8))
     if cfg.maxnreg is not None:
         kw["maxnreg"] = cfg.maxnreg
     sig = {name: raw if t == "RAW" else t for name, t in ROWS_SIG.items()}
@@ -153,9 +154,20 @@ def compile_key(name, dt, kw, ints):
 _DEBUG = re.compile(r"^\s*(\.loc|\.file|//)")
 
 
+# a function Triton emits apart (noinline) is named after its module, its own name,
+# its arguments' types and its compile-time arguments: only its own name is kept
+_MANGLED = re.compile(r"[A-Za-z0-9_]*_\$_[A-Za-z0-9_$]*")
+_OWN_NAME = re.compile(r"_\$_(_?[a-z][a-z0-9_]*?)__[A-Z]")
+
+
+def _own_name(m: re.Match) -> str:
+    own = _OWN_NAME.search(m.group(0))
+    return own.group(1) if own else m.group(0)
+
+
 def ptx_hash(ptx: str) -> str:
     body = re.split(r"\.section\s+\.debug", ptx, maxsplit=1)[0]
-    lines = [ln for ln in body.splitlines() if not _DEBUG.match(ln)]
+    lines = [_MANGLED.sub(_own_name, ln) for ln in body.splitlines() if not _DEBUG.match(ln)]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 

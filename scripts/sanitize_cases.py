@@ -29,7 +29,7 @@ from deepselect.api import topk_rows
 from deepselect.bench import EXACT, check_against_oracle
 from deepselect.distributions import make
 from deepselect.options import Order, TopkOptions
-from deepselect.triton_backend import chunked_config, launch_config, run_triton
+from deepselect.triton_backend import launch_config, run_triton
 from deepselect.triton_short import ShortConfig, run_short, short_path
 
 
@@ -49,9 +49,7 @@ def stream(
             "end": n - torch.arange(rows, device=dev) * (1231 // scale) - 3,
         }
     opt = TopkOptions(largest=largest, order=order, **kw)
-    # the searches as the default launches take them (chunked_config)
-    cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None)
-    cfg = chunked_config(cfg, dtype, k, n)
+    cfg = dataclasses.replace(launch_config(dtype, k), w32=w32)
     ov = torch.empty((rows, k), dtype=dtype, device=dev)
     oi = torch.empty((rows, k), dtype=torch.int32, device=dev)
     run_triton(x, k, opt, ov, oi, config=cfg)

@@ -67,15 +67,26 @@ def test_stream_kernel_block_synchronous_builds_without_spills():
 
 @pytest.mark.parametrize("loop", [["--every", "4"], ["--w32"]], ids=["block4", "w32"])
 def test_stream_kernel_chunked_searches_build_without_spills(loop):
-    """chunked_config's launches (LaunchConfig.chunk_search and sample_radix: the
-    searches' histograms by shared-memory atomics, inline PTX), in the block-synchronous
-    loop checked every 4 blocks and in the warp-private loop, for bf16, fp16 and fp32:
-    they assemble in 128 registers without spills."""
-    cfg = "chunk_search=1,sample_radix=1,sample_pre=1"
+    """The compactions' radix passes and the sample's bound by a radix select
+    (sample_radix: the histograms by shared-memory atomics, inline PTX), in the
+    block-synchronous loop checked every 4 blocks and in the warp-private loop, for
+    bf16, fp16 and fp32: they assemble in 128 registers without spills."""
+    cfg = "sample_radix=1"
     lines = compile_check("--dtype", "all", *loop, "--cfg", cfg, "--order", "none")
     assert len(lines) == 3
     for line in lines:
         assert spills(line) == 0, line
+
+
+def test_stream_kernel_builds_with_k_one():
+    """k = 1 reaches the streaming kernel as a compile-time constant (Triton specializes
+    an integer argument equal to 1): bf16 64 x 65,536, the block-synchronous loop with
+    the compactions' radix passes, builds in either direction."""
+    for order in ("none", "value"):
+        (line,) = compile_check(
+            "--stream", "64x65536", "--dtype", "bf16", "--k", "1", "--order", order
+        )
+        assert "regs=" in line, line
 
 
 def test_short_path_builds():

@@ -29,14 +29,13 @@ from deepselect.triton_backend import (
     SAMPLE_HELD,
     SHORT_SAMPLE_MAX_K,
     SHORT_SAMPLE_N,
+    W32_FROM,
     W32_MID_BLOCKS,
     W32_MID_MAX_K16,
     W32_MID_MAX_K32,
     LaunchConfig,
-    _measured_triton,
     _next_pow2,
-    chunk_variant,
-    chunked_config,
+    check_variant,
     kernel_constants,
     launch_config,
     occupancy_variant,
@@ -44,8 +43,7 @@ from deepselect.triton_backend import (
     ring_stages_max,
     run_triton,
     stream_config,
-    stream_launch,
-    tight_variant,
+    stream_shape,
 )
 from deepselect.triton_short import short_path
 
@@ -53,19 +51,13 @@ DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
-def small_config(k: int, reg_search: bool = False, every: int = 1) -> LaunchConfig:
+def small_config(k: int, every: int = 1) -> LaunchConfig:
+    """A launch of blocks of 128 elements and a buffer of at least 512 slots, so that
+    rows of a few thousand elements take many blocks and compactions."""
     B = 128
     cap = max(512, _next_pow2(k + every * B + max(B // 2, k)))
-    kp = max(16, _next_pow2(k))
     return LaunchConfig(
-        B=B,
-        CAP=cap,
-        B2=cap - k - every * B,
-        KP=kp,
-        CH=128,
-        NP=4,
-        reg_search=reg_search,
-        check_every=every,
+        B=B, CAP=cap, B2=cap - k - every * B, KP=max(16, _next_pow2(k)), check_every=every
     )
 
 
@@ -74,55 +66,31 @@ def run_small(
     k,
     grid=None,
     seed=0,
-    reg_search=False,
     every=1,
-    sample=True,
     sample_z=None,
-    search_tol=0,
-    radix=False,
-    tri=False,
     pre=None,
-    burst=False,
     sample_tol=0,
-    ties_held=None,
-    lean_final=None,
-    ties_rank=None,
     sample_keys=0,
-    sample_spread=False,
     sample_radix=False,
     sample_bits=0,
-    values_from_keys=None,
-    sample_ends=None,
     **kw,
 ):
+    """``x``'s top-k by the streaming kernel at :func:`small_config`'s launch; ``pre``
+    (the sample's bound from registers, or from a first compaction), ``sample_z`` (its
+    margin), ``sample_tol``, ``sample_keys``, ``sample_radix`` and ``sample_bits`` as
+    LaunchConfig's fields; the rest are TopkOptions."""
     opt = TopkOptions(**kw)
     rows = x.shape[0]
     ov = torch.empty((rows, k), dtype=x.dtype, device=x.device)
     oi = torch.empty((rows, k), dtype=opt.index_dtype, device=x.device)
-    # sample: the first compaction keeps a rank of the sample (sample_z its margin)
-    cfg = dataclasses.replace(small_config(k, reg_search, every), sample=sample)
+    cfg = dataclasses.replace(
+        small_config(k, every), sample_tol=sample_tol, sample_keys=sample_keys,
+        sample_radix=sample_radix, sample_bits=sample_bits,
+    )  # fmt: skip
     if sample_z is not None:
         cfg = dataclasses.replace(cfg, sample_z=sample_z)
-    cfg = dataclasses.replace(cfg, search_tol=search_tol, radix_search=radix, tri_search=tri)
-    if pre is not None:  # the sample's bound from registers (LaunchConfig.sample_pre)
+    if pre is not None:
         cfg = dataclasses.replace(cfg, sample_pre=pre)
-    # burst: a check with k new candidates compacts; sample_tol: the bound's search stops early
-    # sample_keys / sample_spread: the bound from the sample's first N / from spread runs
-    cfg = dataclasses.replace(cfg, burst=burst, sample_tol=sample_tol)
-    cfg = dataclasses.replace(cfg, sample_keys=sample_keys, sample_spread=sample_spread)
-    cfg = dataclasses.replace(cfg, sample_radix=sample_radix)  # the bound by a radix select
-    cfg = dataclasses.replace(cfg, sample_bits=sample_bits)  # ... of the key's top bits only
-    if sample_ends is not None:  # the spread over the whole window (the default) or not
-        cfg = dataclasses.replace(cfg, sample_ends=sample_ends)
-    if values_from_keys is not None:  # the values rebuilt from the keys (the default)
-        cfg = dataclasses.replace(cfg, values_from_keys=values_from_keys)
-    # the tie search over the filled slots; the final compaction's census from its search
-    if ties_held is not None:
-        cfg = dataclasses.replace(cfg, ties_held=ties_held)
-    if lean_final is not None:
-        cfg = dataclasses.replace(cfg, lean_final=lean_final)
-    if ties_rank is not None:  # up to 64 tied indices ranked at once
-        cfg = dataclasses.replace(cfg, ties_rank=ties_rank)
     run_triton(x, k, opt, ov, oi, config=cfg, grid=grid, seed=seed)
     return (ov, oi), opt
 
@@ -148,19 +116,14 @@ def _odd_nans(dtype):
     return nans.get(dtype, [0x7F800001, -0x3FFFFB])
 
 
-@pytest.mark.parametrize(  # gathered (False): the old path, on the rows that tell
-    "kind,rebuilt",
-    [("signed_zeros", True), ("nan_hotspots", True), ("bits_negative", True)]
-    + [("nan_hotspots", False), ("signed_zeros", False)],
-)
+@pytest.mark.parametrize("kind", ["signed_zeros", "nan_hotspots", "bits_negative"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("order", [Order.NONE, Order.VALUE, Order.INDEX])
-def test_values_from_keys(kind, rebuilt, dtype, order):
-    """LaunchConfig.values_from_keys: the values written rebuilt from the selected keys,
-    the selected zeros and NaNs read from the row (a key holds neither a zero's sign
-    nor a NaN's payload): bitwise the oracle's values, in both directions, with a
-    window and rows short of k (the fill value after the valid ones). False: every
-    value gathered from the row."""
+def test_values_from_keys(kind, dtype, order):
+    """The values written rebuilt from the selected keys, the selected zeros and NaNs
+    read from the row (a key holds neither a zero's sign nor a NaN's payload): bitwise
+    the oracle's values, in both directions, with a window and rows short of k (the
+    fill value after the valid ones)."""
     x = make(kind, 3, 1500, dtype, DEV, seed=12)
     if kind == "nan_hotspots":  # NaNs of both signs and other payloads among the selected
         raw = x.view(torch.int16 if dtype != torch.float32 else torch.int32)
@@ -170,72 +133,20 @@ def test_values_from_keys(kind, rebuilt, dtype, order):
         assert x[:2].isnan().sum() > 60
     begin, end = torch.tensor([0, 100, 1480]), torch.tensor([1500, 1400, 1500])
     for largest in (True, False):
-        kw = dict(largest=largest, order=order, values_from_keys=rebuilt)
+        kw = dict(largest=largest, order=order)
         check_small(x, 40, **kw)
         check_small(x, 40, begin=begin, end=end, fill_value=-7.0, **kw)
-
-
-@pytest.mark.parametrize(
-    "kind", ["normal", "distinct2", "ascending", "nan_hotspots", "bits_negative"]
-)
-@pytest.mark.parametrize("search", ["bisect", "radix", "tri"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_register_key_search(kind, search, dtype):
-    """The compaction's key search over register-held keys: a bisection, a radix
-    select or a trisection, with and without the sample; the bisection and the
-    trisection also with a tolerance (compactions before the last may keep more)."""
-    x = make(kind, 2, 1500, dtype, DEV, seed=13)
-    how = {"radix": search == "radix", "tri": search == "tri"}
-    check_small(x, 40, reg_search=True, **how)
-    check_small(x, 40, reg_search=True, **how, largest=False, order=Order.VALUE)
-    check_small(x, 40, reg_search=True, **how, sample=False)
-    if search != "radix":
-        check_small(x, 40, reg_search=True, **how, search_tol=3)
-
-
-@pytest.mark.parametrize("kind", ["normal", "distinct32", "signed_zeros"])
-@pytest.mark.parametrize("n", [700, 5000])
-@pytest.mark.parametrize(
-    "lean",
-    [
-        dict(ties_held=False),
-        dict(lean_final=True, ties_held=False),
-        dict(lean_final=True),
-        dict(ties_rank=True),
-        dict(ties_rank=True, lean_final=True),
-    ],
-    ids=["nothold", "lean-nothold", "lean", "rank", "rank-lean"],
-)
-def test_lean_compaction(kind, n, lean):
-    """LaunchConfig.ties_held: the tied indices' search holds only the slots that the
-    fullest region fills (a quarter, a half or all of them; rows of 700 fill at most a
-    quarter of each region, rows of 5000 more). LaunchConfig.lean_final: the final
-    compaction's counts from its key search, no census, every tie kept where they fit,
-    the tied indices' range from the tie search's registers. LaunchConfig.ties_rank:
-    up to 64 tied indices gathered and ranked at once (normal rows), a bisection
-    where more are tied (32 distinct values in 5000). The same answer, with windows,
-    both directions; the sample's bound from registers and bisection, no sample and
-    trisection."""
-    x = make(kind, 3, n, torch.bfloat16, DEV, seed=31)
-    begin, end = torch.tensor([0, 100, n // 2]), torch.tensor([n, n - 50, n // 2 + 90])
-    for kw in (dict(), dict(sample=False, tri=True)):
-        check_small(x, 40, reg_search=True, **lean, **kw)
-        check_small(
-            x, 40, reg_search=True, largest=False, order=Order.VALUE, begin=begin, end=end,
-            **lean, **kw,
-        )  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "distinct32", "ascending", "nan_hotspots"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("every", [1, 3])
 def test_chunk_search(kind, dtype, every):
-    """LaunchConfig.chunk_search: the compaction's key (two passes for 16-bit keys,
-    four for 32-bit ones) and the tied indices' bound by radix passes over the
-    filled slots, checked every block or every third in a buffer grown for it
-    (chunk_variant). Tie-heavy rows cut ties in compactions within the stream (a
-    census of their range first) and in the last; windows, both directions, with and
-    without the sample's bound from registers."""
+    """The compaction's key (two passes for 16-bit keys, four for 32-bit ones) and the
+    tied indices' bound by radix passes over the filled slots, checked every block or
+    every third in a buffer grown for it (check_variant). Tie-heavy rows cut ties in
+    compactions within the stream (a census of their range first) and in the last;
+    windows, both directions, with and without the sample's bound from registers."""
     n, k = 2500, 40
     x = make(kind, 3, n, dtype, DEV, seed=23)
     begin, end = torch.tensor([0, 130, 900]), torch.tensor([n, n - 70, 1400])
@@ -245,9 +156,9 @@ def test_chunk_search(kind, dtype, every):
         (False, True, {"begin": begin}),
     ):
         opt = TopkOptions(order=Order.VALUE, largest=largest, **window)
-        cfg = chunk_variant(small_config(k), k, every)
+        cfg = check_variant(small_config(k), k, every) if every > 1 else small_config(k)
         cfg = dataclasses.replace(cfg, sample_pre=sample_pre)
-        assert cfg.chunk_search and cfg.check_every == every
+        assert cfg.check_every == every
         ov = torch.empty((3, k), dtype=x.dtype, device=x.device)
         oi = torch.empty((3, k), dtype=opt.index_dtype, device=x.device)
         run_triton(x, k, opt, ov, oi, config=cfg, grid=2)
@@ -255,40 +166,29 @@ def test_chunk_search(kind, dtype, every):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_chunk_search_codes(dtype):
-    """chunk_search takes the kernel's chunked radix passes (REG_SEARCH from
-    CHUNK_RADIX up: | 1 for 32-bit keys, | 2 with the histograms in shared memory,
-    which need a chunk at least as long as the program's threads) over the
-    register-held search, and a buffer past SAMPLE_HELD keeps the sample's bound from
-    registers, its keys capped there, the row's sample blocks those they take; a
-    buffer of 2^20 slots or more is refused (the passes' counts take 20 bits)."""
-    cfg = chunk_variant(launch_config(dtype, 512), 512, 8)
-    cfg = dataclasses.replace(cfg, sample_pre=True)  # (taken by default on Triton 3.6)
-    assert cfg.CAP > SAMPLE_HELD and not cfg.reg_search and cfg.samples_in_registers
-    bits32 = dtype == torch.float32
+def test_sample_held_past_the_buffer(dtype):
+    """A buffer past SAMPLE_HELD slots (checks every 8 blocks) keeps the sample's bound
+    from registers, its keys capped at SAMPLE_HELD and the row's sample blocks those
+    they take; a buffer of 2^20 slots or more is refused (the compaction's passes
+    count candidates in 20 bits)."""
+    cfg = check_variant(launch_config(dtype, 512), 512, 8)
+    assert cfg.CAP > SAMPLE_HELD and cfg.sample_pre
     for asm in (False, True):
         c = kernel_constants(
             dtype, cfg, largest=True, order=Order.NONE, has_window=0, off_tensor=False,
             write_values=True, asm=asm, vec=asm,
         )  # fmt: skip
-        assert c["REG_SEARCH"] == K.CHUNK_RADIX.value + bits32 + 2 * asm
-        assert c["SAMPLE_PRE"] == cfg.samples_in_registers
-        assert c["SAMPLE_KEYS"] <= SAMPLE_HELD
+        assert c["SAMPLE_PRE"] and c["SAMPLE_KEYS"] == SAMPLE_HELD
         assert c["SAMPLE_BLOCKS"] == -(-c["SAMPLE_KEYS"] // cfg.B)
     plain = launch_config(dtype, 512)
     c = kernel_constants(
         dtype, plain, largest=True, order=Order.NONE, has_window=0, off_tensor=False,
         write_values=True, asm=True, vec=True,
     )  # fmt: skip
-    assert c["REG_SEARCH"] < K.CHUNK_RADIX.value and c["SAMPLE_BLOCKS"] == plain.CAP // plain.B
-    with pytest.raises(ValueError, match="CH >= 256"):
-        kernel_constants(
-            dtype, dataclasses.replace(cfg, CH=128), largest=True, order=Order.NONE,
-            has_window=0, off_tensor=False, write_values=True, asm=True, vec=True,
-        )  # fmt: skip
+    assert c["SAMPLE_BLOCKS"] == plain.CAP // plain.B
     with pytest.raises(ValueError, match="CAP < 2"):  # counts packed in 20 bits
         kernel_constants(
-            dtype, chunk_variant(cfg, 512, 300), largest=True, order=Order.NONE,
+            dtype, check_variant(cfg, 512, 300), largest=True, order=Order.NONE,
             has_window=0, off_tensor=False, write_values=True, asm=False,
         )  # fmt: skip
 
@@ -300,18 +200,18 @@ def test_compaction_checked_every_few_blocks(kind, every):
     regions hold that many blocks' worst case, the answer is the same."""
     x = make(kind, 2, 1500, torch.bfloat16, DEV, seed=17)
     check_small(x, 40, every=every)
-    check_small(x, 40, every=every, largest=False, order=Order.VALUE, reg_search=True)
+    check_small(x, 40, every=every, largest=False, order=Order.VALUE)
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "distinct2", "staircase"])
 def test_compaction_checked_every_few_blocks_in_a_tight_buffer(kind):
-    """A check every 3 blocks in a buffer sized for one (kernel_table's tightN): a
-    slack B2 of less than a block, so that compactions come from the regions' limit
-    as often as from the count. The same answer, both directions, with windows."""
+    """A check every 3 blocks in a buffer sized for one: a slack B2 of less than a
+    block, so that compactions come from the regions' limit as often as from the
+    count. The same answer, both directions, with windows."""
     x = make(kind, 3, 3000, torch.float32, DEV, seed=29)
     k = 40
-    base = small_config(k, reg_search=True)
-    cfg = tight_variant(base, k, 3)
+    base = small_config(k)
+    cfg = dataclasses.replace(base, check_every=3, B2=base.CAP - k - 3 * base.B)
     assert 1 <= cfg.B2 < cfg.B and cfg.CAP // 8 > 3 * (cfg.B // 8)
     begin, end = torch.tensor([0, 10, 700]), torch.tensor([3000, 2990, 2100])
     for largest, window in ((True, {}), (False, {"begin": begin, "end": end})):
@@ -323,11 +223,9 @@ def test_compaction_checked_every_few_blocks_in_a_tight_buffer(kind):
 
 
 def test_a_buffer_too_small_for_its_checks_is_refused():
-    """A region must hold check_every blocks' worst case, and B2 be at least 1: both
-    tight_variant and run_triton refuse a config that breaks either."""
+    """A region must hold check_every blocks' worst case, and B2 be at least 1:
+    run_triton refuses a config that breaks either."""
     base = small_config(40)  # 512 slots, regions of 64, blocks of 128 (16 a region)
-    with pytest.raises(ValueError, match="cannot hold"):
-        tight_variant(base, 40, 4)
     x = make("normal", 1, 1000, torch.float32, DEV, seed=1)
     ov = torch.empty((1, 40), dtype=x.dtype, device=x.device)
     oi = torch.empty((1, 40), dtype=torch.int32, device=x.device)
@@ -409,31 +307,25 @@ def test_public_api_backend_triton():
     assert_same_topk((None, i), oracle_topk(x, 10, TopkOptions()))
 
 
-_PRE = [False, True, "tol", "keys", "spread", "ends", "radix", "radix16"]
+_PRE = [False, True, "tol", "keys", "radix", "radix16"]
 
 
 @pytest.mark.parametrize("kind", ["normal", "ascending", "descending", "distinct2", "nan_hotspots"])
-@pytest.mark.parametrize(  # no sample (z None): one build, whatever pre says
-    "z,pre", [(z, pre) for z in (5.0, -1e9) for pre in _PRE] + [(None, False)]
-)
+@pytest.mark.parametrize("z,pre", [(z, pre) for z in (5.0, -1e9) for pre in _PRE])
 def test_sample_bound(kind, z, pre):
-    """LaunchConfig.sample: the first compaction keeps the rank reference.sample_rank
-    of the candidates seen (here 384 of 5000: rank 13 of k = 40). Exact where that
-    bound holds (z = 5) and where it lies above the k-th and each row is selected
-    again without it (z = -1e9: rank 1, the best element seen); None: no sample,
-    every compaction keeps k. ``pre``: the bound from the sample held in registers
-    before the stream (LaunchConfig.sample_pre), not from a compaction; "tol": its
-    search stopping within 1.5 times the rank (LaunchConfig.sample_tol = 1); "keys":
-    the bound from the sample's first 128 of 512 elements (LaunchConfig.sample_keys);
-    "spread": 128 elements as runs of 32 spread over the middle blocks (sample_spread,
-    sample_ends off), "ends" the same over the whole window, its ends too; "radix":
-    the bound by a radix select (LaunchConfig.sample_radix), "radix16" the same
-    stopped at the key's top 16 bits (sample_bits: a lower bound)."""
+    """The first compaction keeps the rank reference.sample_rank of the candidates seen
+    (here 384 of 5000: rank 13 of k = 40). Exact where that bound holds (z = 5) and
+    where it lies above the k-th and each row is selected again without it (z =
+    -1e9: rank 1, the best element seen). ``pre``: the bound from the sample held in
+    registers before the stream (LaunchConfig.sample_pre), not from a compaction;
+    "tol": its search stopping within 1.5 times the rank (LaunchConfig.sample_tol =
+    1); "keys": the bound from 128 sampled elements, runs of 32 over the whole window
+    (LaunchConfig.sample_keys); "radix": the bound by a radix select
+    (LaunchConfig.sample_radix), "radix16" the same stopped at the key's top 16 bits
+    (sample_bits: a lower bound)."""
     x = make(kind, 3, 5000, torch.float32, DEV, seed=17)
-    kw = dict(sample=z is not None, sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
-    kw["sample_keys"] = 128 if pre in ("keys", "spread", "ends") else 0
-    kw["sample_spread"] = pre in ("spread", "ends")
-    kw["sample_ends"] = pre == "ends"  # "spread": over the middle blocks only
+    kw = dict(sample_z=z, pre=bool(pre), sample_tol=int(pre == "tol"))
+    kw["sample_keys"] = 128 if pre == "keys" else 0
     kw["sample_radix"] = pre in ("radix", "radix16")
     kw["sample_bits"] = 16 if pre == "radix16" else 0
     check_small(x, 40, **kw)
@@ -514,7 +406,7 @@ def test_raised_threshold_only_where_its_histogram_fits(dtype):
         for off in (
             dataclasses.replace(cfg, ring=0),
             dataclasses.replace(cfg, w32=False),
-            dataclasses.replace(cfg, sample=False),
+            dataclasses.replace(cfg, sample_pre=False),
         ):
             assert kernel_constants(dtype, off, **kw)["RAISE"] == 0
     cfg = dataclasses.replace(launch_config(dtype, 512), w32=True)
@@ -523,60 +415,10 @@ def test_raised_threshold_only_where_its_histogram_fits(dtype):
             kernel_constants(dtype, dataclasses.replace(cfg, raise_every=bad), **kw)
 
 
-@pytest.mark.parametrize("kind", ["ascending", "descending", "normal", "distinct2"])
-@pytest.mark.parametrize("every", [1, 2])
-def test_burst_compaction(kind, every):
-    """LaunchConfig.burst: with the sample's bound from registers, a check that finds
-    at least k new candidates compacts at once (an ascending row's last block, 128
-    hits against k = 40, right after the sample); checked every block and every
-    second one, with windows, largest and smallest (the descending row's first block
-    then bursts); exact as without it, and where the sample's bound is above the k-th
-    (z = -1e9: selected again without the sample, where no burst is taken)."""
-    x = make(kind, 3, 5000, torch.float32, DEV, seed=29)
-    kw = dict(pre=True, burst=True, every=every, reg_search=True)
-    check_small(x, 40, **kw)
-    check_small(x, 40, sample_z=-1e9, **kw)
-    begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4990])
-    check_small(x, 40, largest=False, order=Order.VALUE, begin=begin, end=end, **kw)
-
-
-@pytest.mark.parametrize(
-    "kind, tol", [("normal", 1), ("normal", 3), ("distinct2", 3), ("nan_hotspots", 3)]
-)
-def test_search_tolerance(kind, tol):
-    """LaunchConfig.search_tol: compactions before the last stop their key search once
-    at most kk * (1 + 2^-tol) candidates lie at or above the key, keep all of them, and
-    the threshold follows that key; the final compaction stays exact. With and without
-    the sample and windows."""
-    x = make(kind, 3, 5000, torch.float32, DEV, seed=23)
-    begin, end = torch.tensor([0, 100, 4000]), torch.tensor([5000, 4100, 4030])
-    for kw in (dict(), dict(sample=False)):
-        check_small(x, 40, reg_search=True, search_tol=tol, **kw)
-        check_small(
-            x, 40, reg_search=True, search_tol=tol, largest=False, order=Order.VALUE,
-            begin=begin, end=end, **kw,
-        )  # fmt: skip
-
-
 @triton.jit
 def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, ti, Z: tl.constexpr):
     for i in range(0, cnt):
         tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), ti, Z))
-
-
-@pytest.mark.parametrize("version,taken", [("3.6.0", True), ("3.9.0", False), ("3.10.1", False)])
-def test_timed_options_taken_only_on_the_timed_triton(monkeypatch, version, taken):
-    """launch_config turns on one_barrier, reg_ties and sample_pre only with the
-    Triton release they were timed on (triton_backend.MEASURED_TRITON); elsewhere the
-    build without them, which spills less there."""
-    monkeypatch.setattr(triton, "__version__", version)
-    launch_config.cache_clear()
-    try:
-        for dtype in (torch.bfloat16, torch.float32):
-            cfg = launch_config(dtype, 512)
-            assert (cfg.one_barrier, cfg.reg_ties, cfg.sample_pre) == (taken,) * 3
-    finally:
-        launch_config.cache_clear()
 
 
 def test_first_kk_matches_the_reference():
@@ -760,7 +602,7 @@ def test_coarse_compare_value_lets_every_hit_through(dtype, largest, past):
 @pytest.mark.parametrize("largest", [True, False])
 @pytest.mark.parametrize("past", [False, True])
 def test_coarse_compare_is_exact_where_its_value_is_not_nan(dtype, largest, past):
-    """The filter's fast path (``filter_asm(fast=True)``) takes a lane's hits straight
+    """The filter's fast path (:func:`filter_asm`) takes a lane's hits straight
     from the compare with the coarse value where that value is not a NaN: then the
     compare (>= unordered when largest, <= ordered when smallest) must pass exactly
     the values whose key is at least the bound (the threshold key, or the next one
@@ -874,7 +716,7 @@ def test_gpu_stream_kernel_every_dtype_and_direction(dtype, largest, w32):
     rows, n, k = 12, 300_000, 512
     for kind in ("normal", "nan_hotspots", "distinct2"):
         x = make(kind, rows, n, dtype, "cuda", seed=5)
-        cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None)
+        cfg = dataclasses.replace(launch_config(dtype, k), w32=w32)
         opt = TopkOptions(largest=largest, order=Order.VALUE)
         ov = torch.empty((rows, k), dtype=dtype, device="cuda")
         oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
@@ -959,23 +801,23 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
     second block and takes the sample's bound from its first compaction; rows long
     enough for the warp-private loop never do. The other crowded launches only
     where they need fewer waves of rows than two per SM (not at 512 rows, which
-    both cover in two). Decided from the shape alone (before chunked_config)."""
+    both cover in two). Decided from the shape alone (stream_shape)."""
     base = launch_config(dtype, k)
     sm = 132
     # rows below the warp-private loop's (test_mid_rows_take_the_warp_loop), and at it
-    short_n, long_n = W32_MID_BLOCKS * base.B - 1, base.w32_from * base.B
+    short_n, long_n = W32_MID_BLOCKS * base.B - 1, W32_FROM * base.B
     for n in (short_n, long_n):
         for rows in (1, 2 * sm):
-            assert stream_config(dtype, k, rows, n, sm, chunked=False) == base
+            assert stream_shape(dtype, k, rows, n, sm) == base
         for big in (CROWDED_MAX_K + 1, 2048):
-            assert stream_config(dtype, big, 4096, n, sm, chunked=False) == launch_config(
+            assert stream_shape(dtype, big, 4096, n, sm) == launch_config(
                 dtype, big
             )
         for rows in (2 * sm + 1, 4096):
-            cfg = stream_config(dtype, k, rows, n, sm, chunked=False)
+            cfg = stream_shape(dtype, k, rows, n, sm)
             assert cfg.programs_per_sm == CROWDED_PER_SM
             assert cfg.maxnreg is not None and cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
-            assert (cfg.reg_search, cfg.CAP) == (base.reg_search, base.CAP)
+            assert cfg.CAP == base.CAP
             every = 2 if n == short_n and dtype == torch.float32 else 1
             assert cfg.check_every == every
             assert cfg.CAP // 8 > cfg.check_every * (cfg.B // 8)  # a region holds them
@@ -985,58 +827,46 @@ def test_crowded_stream_launches_take_the_occupancy_cap(dtype, k):
         # 512 rows: two waves either way, so only the check-every-second-block launch
         # crowds them; 2 * 2 * sm + 1 rows: three waves at two per SM, two crowded
         every2 = n == short_n and dtype == torch.float32
-        per_sm = stream_config(dtype, k, 512, n, sm, chunked=False).programs_per_sm
+        per_sm = stream_shape(dtype, k, 512, n, sm).programs_per_sm
         assert per_sm == (CROWDED_PER_SM if every2 else base.programs_per_sm)
         assert (
-            stream_config(dtype, k, 4 * sm + 1, n, sm, chunked=False).programs_per_sm
+            stream_shape(dtype, k, 4 * sm + 1, n, sm).programs_per_sm
             == CROWDED_PER_SM
         )
 
 
-@pytest.mark.parametrize("measured", [True, False])
-def test_short_16bit_rows_take_half_a_spread_sample(monkeypatch, measured):
-    """Where the sample's bound comes from registers and the sample is spread
-    (sample_pre, sample_spread: the measured Triton release), 16-bit rows of up to
-    SHORT_SAMPLE_N elements, k up to SHORT_SAMPLE_MAX_K, take it from the sample's
-    first 4096 keys, at any row count; longer rows, larger k and 32-bit keys the
-    whole sample. From the shape alone."""
-    import deepselect.triton_backend as tb
-
-    version = triton.__version__ if measured else "0.0"
-    monkeypatch.setattr(tb, "MEASURED_TRITON", version)
-    launch_config.cache_clear()
-    try:
-        sm = 132
-        for dtype in (torch.bfloat16, torch.float16, torch.float32):
-            assert launch_config(dtype, 512).sample_pre == measured
-            assert launch_config(dtype, 512).sample_spread == measured
-            for k in (1, 512, 1024):
-                for n in (20_000, SHORT_SAMPLE_N, SHORT_SAMPLE_N + 1, 1 << 20):
-                    for rows in (1, 256, 4096):
-                        cfg = stream_config(dtype, k, rows, n, sm)
-                        short = dtype != torch.float32 and n <= SHORT_SAMPLE_N
-                        half = short and k <= SHORT_SAMPLE_MAX_K and measured
-                        assert cfg.sample_keys == (4096 if half else 0), (dtype, k, n, rows)
-    finally:
-        launch_config.cache_clear()
+def test_short_16bit_rows_take_half_a_spread_sample():
+    """16-bit rows of up to SHORT_SAMPLE_N elements, k up to SHORT_SAMPLE_MAX_K, take
+    the sample's bound from 4096 keys, at any row count; longer rows, larger k and
+    32-bit keys the whole sample. From the shape alone."""
+    sm = 132
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        assert launch_config(dtype, 512).sample_pre
+        for k in (1, 512, 1024):
+            for n in (20_000, SHORT_SAMPLE_N, SHORT_SAMPLE_N + 1, 1 << 20):
+                for rows in (1, 256, 4096):
+                    cfg = stream_config(dtype, k, rows, n, sm)
+                    short = dtype != torch.float32 and n <= SHORT_SAMPLE_N
+                    half = short and k <= SHORT_SAMPLE_MAX_K
+                    assert cfg.sample_keys == (4096 if half else 0), (dtype, k, n, rows)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_mid_rows_take_the_warp_loop(dtype):
-    """Rows of W32_MID_BLOCKS blocks up to w32_from take the warp-private loop with
+    """Rows of W32_MID_BLOCKS blocks up to W32_FROM take the warp-private loop with
     launch_config's searches: 32-bit rows, k up to W32_MID_MAX_K32, at two programs
     per SM in up to two waves or where no launch crowds, else at CROWDED_PER_SM per
     SM (the register-held search and the sample's bound from registers kept); 16-bit
     rows, k up to W32_MID_MAX_K16, unless their launch is crowded (three programs per
     SM, where a wave of rows is saved). Shorter rows and larger k keep the
     block-synchronous loop, longer rows stream_launch's w32 as before. From the
-    shape alone (before chunked_config)."""
+    shape alone (stream_shape)."""
     base, sm = launch_config(dtype, 512), 132
-    lo, hi = W32_MID_BLOCKS * base.B, base.w32_from * base.B
+    lo, hi = W32_MID_BLOCKS * base.B, W32_FROM * base.B
     for n in (lo - 1, lo, 129_280, hi - 1, hi):
         for rows in (1, 6, 2 * sm, 2 * sm + 1, 4 * sm, 4 * sm + 1, 4096):
             for k in (1, 512, 1024, 2048, 4096):
-                cfg = stream_config(dtype, k, rows, n, sm, chunked=False)
+                cfg = stream_shape(dtype, k, rows, n, sm)
                 few = rows <= 4 * sm or k > CROWDED_MAX_K  # up to two waves, or never crowded
                 if dtype == torch.float32:
                     want = lo <= n < hi and k <= W32_MID_MAX_K32
@@ -1050,66 +880,41 @@ def test_mid_rows_take_the_warp_loop(dtype):
                     if not few:  # crowded: three per SM at the cap that fits them
                         assert cfg.programs_per_sm == CROWDED_PER_SM, (n, rows, k)
                         assert cfg.maxnreg * 256 * CROWDED_PER_SM <= 65536
-                        assert cfg.samples_in_registers == base_k.samples_in_registers
-                        base_k = occupancy_variant(base_k, CROWDED_PER_SM, reg_search=True)
+                        assert cfg.sample_pre == base_k.sample_pre
+                        base_k = occupancy_variant(base_k, CROWDED_PER_SM)
                     assert cfg == dataclasses.replace(base_k, w32=True)
-                    assert stream_launch(dtype, k, rows, n, sm) == chunked_config(cfg, dtype, k, n)
-                launched = stream_launch(dtype, k, rows, n, sm)
+                launched = stream_config(dtype, k, rows, n, sm)
                 assert launched.w32 == (want or n >= hi), (n, rows, k)
 
 
-@pytest.mark.parametrize("measured", [True, False])
-def test_chunked_searches_by_shape(monkeypatch, measured):
-    """chunked_config, with the Triton release it was timed on: every launch's
-    compactions search by radix passes over the filled slots; 16-bit rows of the
-    block-synchronous loop check every CHUNK_EVERY blocks in a buffer grown for them;
-    rows shorter than w32_from blocks take the sample's bound by a radix select (for
-    32-bit keys of the key's top 16 bits); the rest of stream_config's launch as it
-    was. With another release, none of it."""
-    import deepselect.triton_backend as tb
-
-    version = triton.__version__ if measured else "0.0"
-    monkeypatch.setattr(tb, "MEASURED_TRITON", version)
-    launch_config.cache_clear()
-    try:
-        sm = 132
-        for dtype in (torch.bfloat16, torch.float32):
-            base_cfg = launch_config(dtype, 512)
-            for n in (20_000, 1 << 16, 129_280, 1 << 18, base_cfg.w32_from * base_cfg.B):
-                for rows, k in ((6, 512), (256, 512), (4096, 512), (768, 1024), (512, 2048)):
-                    cfg = stream_config(dtype, k, rows, n, sm)
-                    base = stream_config(dtype, k, rows, n, sm, chunked=False)
-                    if not measured:
-                        assert cfg == base
-                        continue
-                    short = n < base.w32_from * base.B
-                    block = dtype == torch.bfloat16 and not base.w32 and short
-                    every = CHUNK_EVERY if block else base.check_every
-                    assert cfg.chunk_search and cfg.check_every == every, (dtype, n, rows, k)
-                    assert cfg.sample_radix == short
-                    # 32-bit keys: the bound from the key's top 16 bits
-                    assert cfg.sample_bits == (16 if short and dtype == torch.float32 else 0)
-                    if block:
-                        assert cfg.CAP // 8 > every * (cfg.B // 8) and cfg.CAP > base.CAP
-                        assert cfg.B2 == cfg.CAP - k - every * cfg.B
-                    same = dict(
-                        chunk_search=False, sample_radix=False, sample_bits=0,
-                        check_every=base.check_every,
-                    )  # fmt: skip
-                    same.update(CAP=base.CAP, B2=base.B2, reg_search=base.reg_search)
-                    assert dataclasses.replace(cfg, **same) == base
-    finally:
-        launch_config.cache_clear()
-
-
-def test_key_search_by_key_width():
-    """32-bit keys take the trisection (timed faster on the fp32 sampler rows, with the
-    Triton release of MEASURED_TRITON), 16-bit keys the bisection; both with the
-    register-held keys."""
-    fp32 = _measured_triton()
-    for dtype, tri in ((torch.float32, fp32), (torch.bfloat16, False), (torch.float16, False)):
-        cfg = launch_config(dtype, 512)
-        assert (cfg.reg_search, cfg.tri_search, cfg.radix_search) == (True, tri, False)
+def test_search_rules_by_shape():
+    """stream_config's rules past stream_shape's: 16-bit rows of the block-synchronous
+    loop check every CHUNK_EVERY blocks in a buffer grown for them; rows shorter than
+    W32_FROM blocks take the sample's bound by a radix select (for 32-bit keys of the
+    key's top 16 bits); the rest of the launch as stream_shape's."""
+    sm = 132
+    for dtype in (torch.bfloat16, torch.float32):
+        B = launch_config(dtype, 512).B
+        for n in (20_000, 1 << 16, 129_280, 1 << 18, W32_FROM * B):
+            for rows, k in ((6, 512), (256, 512), (4096, 512), (768, 1024), (512, 2048)):
+                cfg = stream_config(dtype, k, rows, n, sm)
+                base = stream_shape(dtype, k, rows, n, sm)
+                short = n < W32_FROM * base.B
+                block = dtype == torch.bfloat16 and not base.w32 and short
+                every = CHUNK_EVERY if block else base.check_every
+                assert cfg.check_every == every, (dtype, n, rows, k)
+                assert cfg.sample_radix == short
+                assert cfg.w32 == (base.w32 or not short)  # long rows: independent warps
+                # 32-bit keys: the bound from the key's top 16 bits
+                assert cfg.sample_bits == (16 if short and dtype == torch.float32 else 0)
+                if block:
+                    assert cfg.CAP // 8 > every * (cfg.B // 8) and cfg.CAP > base.CAP
+                    assert cfg.B2 == cfg.CAP - k - every * cfg.B
+                same = dict(
+                    sample_radix=False, sample_bits=0, check_every=base.check_every,
+                    CAP=base.CAP, B2=base.B2, w32=base.w32,
+                )  # fmt: skip
+                assert dataclasses.replace(cfg, **same) == base
 
 
 @pytest.mark.gpu
@@ -1142,34 +947,20 @@ def test_gpu_crowded_rows_by_default(dtype, mid):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "variant",
-    [
-        {"fast": False},
-        {"single": False},
-        {"one_barrier": False},
-        {"reg_ties": False},
-        {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80},
-        {"radix_search": True},
-        {"radix_search": True, "smem_hist": True},
-        {"tri_search": True},
-        {"tri_search": False},
-    ],
-    ids=["nofast", "nosingle", "twobar", "noregties", "crowded", "radix", "smem", "tri", "bisect"],
+    "variant", [{}, {"programs_per_sm": CROWDED_PER_SM, "maxnreg": 80}], ids=["plain", "crowded"]
 )
 @pytest.mark.parametrize("w32", [False, True])
 def test_gpu_launch_variants(variant, w32):
-    """The launch variants kept for A/B timing (kernel_table.py) stay exact on the
-    GPU, in both loops: the filter's hit path without the fast compare, a lane's
-    one hit placed by the general loop, and a crowded launch's register cap (spills).
-    Windows put lanes across the window's edges and the threshold's index inside
-    blocks."""
+    """Both loops on rows that the dispatch would give the other one, at two
+    programs per SM and at a crowded launch's register cap (spills). Windows put
+    lanes across the window's edges and the threshold's index inside blocks."""
     rows, n, k = 24, 300_000, 512
     g = torch.Generator(device="cuda").manual_seed(4)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     for kind in ("normal", "ascending", "distinct2", "nan_hotspots", "signed_zeros"):
         for dtype in (torch.bfloat16, torch.float32):
             x = make(kind, rows, n, dtype, "cuda", seed=9)
-            cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None, **variant)
+            cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, **variant)
             for largest in (True, False):
                 opt = TopkOptions(order=Order.VALUE, largest=largest, begin=begin)
                 ov = torch.empty((rows, k), dtype=dtype, device="cuda")
@@ -1184,8 +975,8 @@ def test_gpu_launch_variants(variant, w32):
 )
 @pytest.mark.parametrize("n", [65_536, 300_000])
 def test_gpu_chunk_search(loop, every, n):
-    """LaunchConfig.chunk_search on the GPU (its histograms by shared-memory atomics),
-    in both loops, the block-synchronous one also checked every 8 blocks in a buffer
+    """The compaction's radix passes on the GPU (their histograms by shared-memory
+    atomics), in both loops, the block-synchronous one also checked every 8 blocks in a buffer
     grown for it: tie-heavy and constant rows (ties cut within the stream and in the
     last compaction), NaNs, ascending rows, windows, both directions, k = 512 and
     2048; z = -1e9 puts the sample's bound above the k-th, so rows are selected
@@ -1197,8 +988,9 @@ def test_gpu_chunk_search(loop, every, n):
         for dtype, k, z in ((torch.bfloat16, 512, 5.0), (torch.float32, 512, 5.0),
                             (torch.bfloat16, 2048, -1e9)):  # fmt: skip
             x = make(kind, rows, n, dtype, "cuda", seed=10)
-            cfg = chunk_variant(launch_config(dtype, k), k, every)
-            cfg = dataclasses.replace(cfg, w32=loop == "w32", w32_from=None, sample_z=z)
+            cfg = launch_config(dtype, k)
+            cfg = check_variant(cfg, k, every) if every > 1 else cfg
+            cfg = dataclasses.replace(cfg, w32=loop == "w32", sample_z=z)
             for largest, window in ((True, {}), (False, {"begin": begin})):
                 opt = TopkOptions(order=Order.VALUE, largest=largest, **window)
                 ov = torch.empty((rows, k), dtype=dtype, device="cuda")
@@ -1209,53 +1001,26 @@ def test_gpu_chunk_search(loop, every, n):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("w32", [False, True])
-@pytest.mark.parametrize(
-    "variant",
-    [dict(search_tol=3), dict(search_tol=3, sample_z=-1e9)],
-    ids=["tol3", "tol3-always-again"],
-)
-def test_gpu_search_tolerance(w32, variant):
-    """LaunchConfig.search_tol on the GPU, in both loops: compactions before the last
-    keep up to k * 9/8; sample_z = -1e9 puts the first bound above the k-th, so every
-    row is selected again."""
-    rows, n, k = 24, 300_000, 512
-    g = torch.Generator(device="cuda").manual_seed(3)
-    begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
-    for kind in ("normal", "ascending", "distinct2", "nan_hotspots"):
-        for dtype in (torch.bfloat16, torch.float32):
-            x = make(kind, rows, n, dtype, "cuda", seed=8)
-            cfg = dataclasses.replace(launch_config(dtype, k), w32=w32, w32_from=None, **variant)
-            for window in ({}, {"begin": begin}):
-                opt = TopkOptions(order=Order.VALUE, **window)
-                ov = torch.empty((rows, k), dtype=dtype, device="cuda")
-                oi = torch.empty((rows, k), dtype=torch.int32, device="cuda")
-                run_triton(x, k, opt, ov, oi, config=cfg)
-                assert_same_topk((ov, oi), oracle_topk(x, k, opt), opt.order, kind)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("w32", [False, True])
 def test_gpu_sample_bound_from_registers(w32):
     """LaunchConfig.sample_pre on the GPU, in both loops: the sample's bound from its
     keys held in registers and the stream started there, reading the sample again,
     on tie-heavy, constant and NaN rows (a bound shared by more elements than the
-    buffer holds), with windows; k = 2048 smallest with the radix key search, k =
-    1024 with its histograms in shared memory; the bound by a radix select
-    (sample_radix) beside the chunked compaction searches; z = -1e9 puts the bound
-    above the k-th, so every row is selected again."""
+    buffer holds), with windows; k = 2048 smallest; the bound by a radix select
+    (sample_radix, for fp32 of the key's top 16 bits); z = -1e9 puts the bound above
+    the k-th, so every row is selected again."""
     rows, n = 24, 300_000
     g = torch.Generator(device="cuda").manual_seed(5)
     begin = torch.randint(0, 100_000, (rows,), device="cuda", generator=g)
     cases = [(torch.bfloat16, 512, 5.0, {}), (torch.float32, 512, 5.0, {})]
-    cases += [(torch.float32, 2048, 5.0, dict(radix_search=True)), (torch.bfloat16, 512, -1e9, {})]
-    cases += [(torch.bfloat16, 1024, 5.0, dict(radix_search=True, smem_hist=True))]
-    cases += [(torch.bfloat16, 512, 5.0, dict(sample_radix=True, chunk_search=True))]
-    cases += [(torch.float32, 512, -1e9, dict(sample_radix=True, chunk_search=True))]
+    cases += [(torch.float32, 2048, 5.0, {}), (torch.bfloat16, 512, -1e9, {})]
+    cases += [(torch.bfloat16, 1024, 5.0, {})]
+    cases += [(torch.bfloat16, 512, 5.0, dict(sample_radix=True))]
+    cases += [(torch.float32, 512, -1e9, dict(sample_radix=True, sample_bits=16))]
     for kind in ("normal", "ascending", "descending", "distinct2", "all_equal", "nan_hotspots"):
         for dtype, k, z, search in cases:
             x = make(kind, rows, n, dtype, "cuda", seed=9)
             cfg = dataclasses.replace(
-                launch_config(dtype, k), w32=w32, w32_from=None, sample_pre=True,
+                launch_config(dtype, k), w32=w32, sample_pre=True,
                 sample_z=z, **search,
             )  # fmt: skip
             opt = TopkOptions(order=Order.VALUE, largest=k != 2048, begin=begin)
@@ -1268,11 +1033,10 @@ def test_gpu_sample_bound_from_registers(w32):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_gpu_values_from_keys(dtype):
-    """The default launch's values rebuilt from the keys (LaunchConfig.values_from_keys)
-    on the GPU, full-size rows: NaNs of both signs and other payloads and zeros of both
-    signs among the selected come back bit for bit (read from the row), in both
-    directions, unsorted and by value, in the warp-private and the block-synchronous
-    loop (rows of 1M and of 64K)."""
+    """The default launch's values rebuilt from the keys on the GPU, full-size rows:
+    NaNs of both signs and other payloads and zeros of both signs among the selected
+    come back bit for bit (read from the row), in both directions, unsorted and by
+    value, in the warp-private and the block-synchronous loop (rows of 1M and of 64K)."""
     itype = torch.int32 if dtype == torch.float32 else torch.int16
     nan = _odd_nans(dtype)
     for rows, n in ((24, 1 << 20), (64, 1 << 16)):

@@ -20,16 +20,15 @@ How one program selects a row ``[lo, hi)``:
 3. When the buffer holds ``>= k + B2`` candidates (or a region could overflow on the
    next block) it is compacted to the exact k best, and ``T`` becomes the k-th of them
    (the pivot key, and where ties are cut the tied indices' bound, by radix passes
-   over the filled slots, CHUNK_RADIX, as the default launches take it; or by
-   searches over keys held in registers, which cap the buffer at 8192 slots).
-   (Option SAMPLE: the first compaction keeps a rank of the candidates seen so far, a
-   sample of the row, rather than k; a row where fewer than k reach that bound is
-   selected again without it. SAMPLE_PRE: that bound is found before the stream, over
-   the sample's keys read into registers (:func:`_sample_bound`), and the stream
-   starts at it, as at a preset key, reading the sample's blocks again.)
+   over the filled slots: :func:`_compact`). The first compaction of a long enough
+   row keeps a rank of the candidates seen so far, a sample of the row, rather than
+   k; a row where fewer than k reach that bound is selected again without it.
+   SAMPLE_PRE: that bound is found before the stream, over the sample's keys read
+   into registers (:func:`_sample_bound`), and the stream starts at it, as at a
+   preset key, reading the sample's blocks again.
 4. After the last block a final compaction leaves ``min(k, count)`` survivors, which
    are sorted if asked for and written out with their values rebuilt from their keys
-   (VALUES_FROM_KEYS; a selected zero or NaN, whose key folds its sign or payload,
+   (a selected zero or NaN, whose key folds its sign or payload,
    and the values of outputs sorted by index are read from the row).
 
 The filter is where the time goes: nearly every block holds a few elements of the
@@ -424,9 +423,8 @@ def _ptx_hist_count(site: str) -> list[str]:
 
 
 def filter_asm(
-    bits: int, largest: bool, fp16: bool, vec: bool = False, ballot: bool = True,
-    fast: bool = True, single: bool = True, hist: bool = False,
-) -> str:  # fmt: skip
+    bits: int, largest: bool, fp16: bool, vec: bool = False, hist: bool = False
+) -> str:
     """One thread's share of the block filter, with its warp's hits appended.
 
     Operands: $0 the warp's new candidate count (out, the same in every lane);
@@ -442,10 +440,10 @@ def filter_asm(
     warp scans its lanes' hit counts and each lane stores its hits at its offset in
     the warp's region. No barrier, no atomic: a warp that has no candidate — the
     usual case — costs only the compare and one vote. The scan is a ballot and two
-    bit counts where no lane has two hits (the usual block with hits) and ``ballot``,
-    else six dependent shuffles.
+    bit counts where no lane has two hits (the usual block with hits), else six
+    dependent shuffles.
 
-    ``fast``: where the compare itself is exact — the compare value is not a NaN
+    Where the compare itself is exact — the compare value is not a NaN
     and the lane's elements lie in the window and all on one side of the threshold's
     index (the compare value is the one for that side, see :func:`_coarse_value`) —
     a lane's hits are read off one (paired) compare per word, without any element's
@@ -454,7 +452,7 @@ def filter_asm(
     (key 0, never a hit once tk > 0; tk = 0's value is a NaN) fails the ordered
     compare. Checked for every 16-bit key by tests/test_triton.py.
 
-    ``single``: a lane with one hit (the usual lane with any) places it directly
+    A lane with one hit (the usual lane with any) places it directly
     (:func:`_ptx_single_hit`).
 
     ``hist``: each hit also counts in the program's histogram of candidate keys
@@ -487,8 +485,7 @@ def filter_asm(
         "@!%p bra $$DONE${:uid};",
         "@!%q bra $$SCAN${:uid};",
     ]
-    if fast:
-        out += _ptx_fast_entry(bits, inf, vec)
+    out += _ptx_fast_entry(bits, inf, vec)
     bit = 0
     for c in range(WORDS):
         out += [f"set.{cmp}.u32.{ty} %f0, {w[c]}, $9;", "setp.eq.u32 %p, %f0, 0;"]
@@ -511,24 +508,22 @@ def filter_asm(
             ]
             bit += 1
         out.append(f"$$SKIP{c}${{:uid}}:")
-    if fast:
-        out += ["bra.uni $$SCAN${:uid};"] + _ptx_fast_mask(w, bits, largest, ty)
+    out += ["bra.uni $$SCAN${:uid};"] + _ptx_fast_mask(w, bits, largest, ty)
     # the warp's exclusive scan of the lanes' hit counts (%s) and their total (%tot)
     out += ["$$SCAN${:uid}:", "popc.b32 %n, %mask;"]
-    if ballot:  # no lane with two hits: the lanes below with one, counted in a ballot
-        out += [
-            "setp.le.u32 %q, %n, 1;",
-            "vote.sync.all.pred %p, %q, 0xffffffff;",
-            "@!%p bra $$SHFL${:uid};",
-            "setp.ne.u32 %q, %n, 0;",
-            "vote.sync.ballot.b32 %b, %q, 0xffffffff;",
-            "mov.u32 %t, %lanemask_lt;",
-            "and.b32 %t, %t, %b;",
-            "popc.b32 %tot, %b;",
-            "popc.b32 %s, %t;",
-            "bra.uni $$PLACE${:uid};",
-            "$$SHFL${:uid}:",
-        ]
+    out += [  # no lane with two hits: the lanes below with one, counted in a ballot
+        "setp.le.u32 %q, %n, 1;",
+        "vote.sync.all.pred %p, %q, 0xffffffff;",
+        "@!%p bra $$SHFL${:uid};",
+        "setp.ne.u32 %q, %n, 0;",
+        "vote.sync.ballot.b32 %b, %q, 0xffffffff;",
+        "mov.u32 %t, %lanemask_lt;",
+        "and.b32 %t, %t, %b;",
+        "popc.b32 %tot, %b;",
+        "popc.b32 %s, %t;",
+        "bra.uni $$PLACE${:uid};",
+        "$$SHFL${:uid}:",
+    ]
     out += ["mov.b32 %s, %n;"]
     for d in (1, 2, 4, 8, 16):
         out += [f"shfl.sync.up.b32 %t|%p, %s, {d}, 0, 0xffffffff;", "@%p add.u32 %s, %s, %t;"]
@@ -546,8 +541,7 @@ def filter_asm(
     ]
     if hist:  # the histogram's address and bin width (HIST_PACK_ASM)
         out += [f"and.b32 %ha, $18, {HIST_ADDR_MASK};", "bfe.u32 %hs, $18, 18, 5;"]
-    if single:
-        out += _ptx_single_hit(w, bits, inf, largest, vec, hist)
+    out += _ptx_single_hit(w, bits, inf, largest, vec, hist)
     bit = 0
     for c in range(WORDS):
         wmask = ((1 << per_word) - 1) << (c * per_word)
@@ -586,7 +580,7 @@ def filter_asm(
 # warp w (PTX) or of the w-th eighth of a block (portable) appends to region w, so no
 # block-wide scan places hits. A block adds at most B // NREG to a region.
 NREG = tl.constexpr(8)
-TIE_RANK = tl.constexpr(64)  # LEAN & 4: at most this many tied candidates ranked at once
+WALK = tl.constexpr(512)  # candidates a compaction's pass over the buffer reads at once
 PROF_SLOTS = tl.constexpr(32)  # PROFILE: counters per program (benchmarks/profile_kernel.py)
 
 
@@ -1043,25 +1037,6 @@ def _nap(dep32):
     )  # fmt: skip
 
 
-# where $2 != 0: the two 16-byte pieces of a block at $1 (vector layout) into L2
-PREFETCH_ASM = tl.constexpr(
-    "{ .reg .pred %p; setp.ne.s32 %p, $2, 0; @%p prefetch.global.L2 [$1]; "
-    "@%p prefetch.global.L2 [$1+4096]; mov.b32 $0, 0; }"
-)
-
-
-@triton.jit
-def _prefetch32(xw_row, wstart, woff32, live):
-    """This warp's share of the block at word ``wstart`` into L2, if ``live``; one lane
-    per 128-byte line asks. Only middle blocks are asked for, and they lie wholly in
-    the window (see :func:`_load32`)."""
-    go = live & ((woff32 & 31) == 0)
-    return tl.inline_asm_elementwise(
-        PREFETCH_ASM, "=r,l,r", [xw_row + wstart + woff32, go.to(tl.int32)],
-        dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-
-
 # lane 0 of each warp stores $1 (its warp's count) at $2 + 4 * warp
 PUBLISH_ASM = tl.constexpr(
     "{ .reg .pred %p; .reg .b32 %t, %l; .reg .b64 %o, %a; mov.u32 %t, %tid.x; "
@@ -1369,46 +1344,6 @@ def _chunk_values(src_k, src_i, addr0, col, cnt_l, j, pkey, BY_INDEX: tl.constex
 
 
 @triton.jit
-def _kth_largest(
-    src_k,
-    src_i,
-    addr0,
-    col,
-    cnt_l,
-    nch,
-    kk,
-    lo,
-    hi,
-    pkey,
-    BY_INDEX: tl.constexpr,
-    CH: tl.constexpr,
-    NP: tl.constexpr,
-):
-    """The kk-th largest of the candidates' keys (or, BY_INDEX, of the indices of the
-    candidates whose key is ``pkey``), known to lie in ``[lo, hi]`` (uint32).
-
-    A NP-ary search by counting: each pass compares every candidate with NP pivots
-    spread over the range and keeps the sub-range holding the answer, so a 16-bit
-    key needs at most 6 passes and the usual narrow range one or two. Candidates are
-    read in chunks (L1-resident after the first pass)."""
-    jr = tl.arange(0, NP) + 1
-    while lo < hi:  # invariant: at least kk values are >= lo
-        span = (hi - lo).to(tl.uint64)
-        piv = (lo.to(tl.uint64) + (span * jr.to(tl.uint64) + NP - 1) // NP).to(tl.uint32)
-        acc = tl.zeros([CH, NP], tl.int32)
-        for j in range(0, nch):
-            v, m = _chunk_values(src_k, src_i, addr0, col, cnt_l, j, pkey, BY_INDEX, CH)
-            acc += (m[:, None] & (v[:, None] >= piv[None, :])).to(tl.int32)
-        cnt = tl.sum(acc, axis=0)  # [NP], non-increasing
-        J = tl.sum((cnt >= kk).to(tl.int32), axis=0)  # pivots still holding kk values
-        new_lo = tl.max(tl.where(jr == J, piv, 0), axis=0)
-        new_hi = tl.max(tl.where(jr == J + 1, piv - 1, 0), axis=0)
-        lo = tl.where(J > 0, new_lo, lo)
-        hi = tl.where(J < NP, new_hi, hi)
-    return lo
-
-
-@triton.jit
 def _radix_pass(
     keys,
     prefix,
@@ -1495,96 +1430,32 @@ def _radix_select(
 
 
 @triton.jit
-def _held_keys(src_k, cnt_ptr, CAP: tl.constexpr, W: tl.constexpr):
-    """The first ``W`` slots of each region of one scratch half (all of them: ``W = CAP
-    / NREG``) as a [NREG * W] tensor held in registers: the slots' offsets, which hold
-    a candidate (region counts at ``cnt_ptr``, at most ``W``), and the keys (0 in
-    empty slots)."""
-    S: tl.constexpr = CAP // NREG
-    offs = tl.arange(0, NREG * W)
-    j = offs % W
-    m_all = j < tl.load(cnt_ptr + offs // W)
-    slots = (offs // W) * S + j
-    keys = tl.load(src_k + slots, mask=m_all, other=0).to(tl.uint32, bitcast=True)
-    return slots, m_all, keys
-
-
-@triton.jit
-def _held_kth(
-    src_k, cnt_ptr, lo_key, kk, tol, total, CAP: tl.constexpr, W: tl.constexpr,
-    REG_SEARCH: tl.constexpr, TRACK: tl.constexpr,
-):  # fmt: skip
-    """The kk-th largest key of the ``total`` candidates, all in the first ``W`` slots
-    of each region and all with keys >= ``lo_key``, held in registers
-    (:func:`_held_keys`). REG_SEARCH == 3: by :func:`_radix_select` (digits of up to
-    6 bits, a histogram a digit; digits that every key shares skipped); 5: the same
-    with 8-bit digits and the histograms in shared memory. Otherwise by
-    bisection, a compare and a sum a step, or, REG_SEARCH == 4, by trisection: two
-    pivots a step, both counts in one sum (16 bits each: at most 8192 keys are
-    held), so ~20 steps for a 32-bit range where bisection takes 32; ``tol > 0``:
-    it may stop at a key with between kk and kk + tol keys at or above it. Returns
-    the key and :func:`_search_held`'s counts."""
-    _, _, keys = _held_keys(src_k, cnt_ptr, CAP, W)
-    return _search_held(keys, lo_key, tl.max(keys, axis=0), kk, tol, total, REG_SEARCH, TRACK)
-
-
-@triton.jit
 def _search_held(
-    keys, pk, hi, kk, tol, total, REG_SEARCH: tl.constexpr, TRACK: tl.constexpr,
+    keys, pk, hi, kk, tol, total, RADIX: tl.constexpr, SMEM: tl.constexpr,
     TOP_BITS: tl.constexpr = 0,
 ):  # fmt: skip
     """The kk-th largest of the register-held ``keys`` (uint32, ``total`` of them
     valid, all >= ``pk``, the others 0), known to lie in ``[pk, hi]`` with ``hi`` the
-    largest: the search of :func:`_held_kth` (REG_SEARCH 3: radix select, 4:
-    trisection, else bisection). Returns the key and, TRACK (the bisection or the
-    trisection, ``tol == 0``), the number of keys at or above it and above it (the
-    counts of the steps that moved the range's ends; else placeholders). TOP_BITS
-    (the radix select): see :func:`_radix_select`, whose key is then a lower bound."""
-    c_ge = total
-    c_gt = total * 0
-    if REG_SEARCH == 3 or REG_SEARCH == 5:  # empty slots hold key 0, as _radix_select
-        # takes invalid elements; digits of <= 6 bits, or (5) of 8 with the histograms
-        # in shared memory
+    largest. RADIX: by :func:`_radix_select` (digits of up to 6 bits, or with SMEM
+    of 8 and their histograms in shared memory; digits every key shares skipped;
+    TOP_BITS: see there, the key is then a lower bound). Else by bisection, a compare
+    and a block-wide sum a step; ``tol > 0``: it may stop at a key with between kk
+    and kk + tol keys at or above it."""
+    if RADIX:  # empty slots hold key 0, as _radix_select takes invalid elements
         pk, _ = _radix_select(
-            keys, total, hi, pk, kk, 32, 8 if REG_SEARCH == 5 else 6, REG_SEARCH == 5, NT_STREAM,
-            TOP_BITS,
+            keys, total, hi, pk, kk, 32, 8 if SMEM else 6, SMEM, NT_STREAM, TOP_BITS,
         )  # fmt: skip
-        c_ge = total * 0 - 1
-        c_gt = c_ge
-    elif REG_SEARCH == 4:
-        while pk < hi:  # invariant: at least kk candidates have key >= pk
-            span = hi - pk
-            p1 = pk + span // 3 + 1  # pk < p1 <= p2 <= hi
-            p2 = hi - span // 3
-            s = tl.sum((keys >= p1).to(tl.int32) + ((keys >= p2).to(tl.int32) << 16), axis=0)
-            c1 = s & 0xFFFF
-            c2 = s >> 16
-            up = c2 >= kk
-            mid = c1 >= kk
-            c = tl.where(up, c2, c1)
-            new_pk = tl.where(up, p2, tl.where(mid, p1, pk))
-            hi = tl.where(up, hi, tl.where(mid, p2 - 1, p1 - 1))
-            pk = new_pk
-            if TRACK:
-                c_gt = tl.where(up, c_gt, tl.where(mid, c2, c1))  # the keys >= hi + 1
-                c_ge = tl.where(up | mid, c, c_ge)  # the keys >= pk
-            if (tol > 0) & (up | mid) & (c <= kk + tol):  # close enough: done
-                hi = pk
     else:
         while pk < hi:  # invariant: at least kk candidates have key >= pk
             mid = pk + (hi - pk) // 2 + 1
             c = tl.sum((keys >= mid).to(tl.int32), axis=0)
             if c >= kk:
                 pk = mid
-                if TRACK:
-                    c_ge = c
                 if (tol > 0) & (c <= kk + tol):  # close enough: done
                     hi = mid
             else:
                 hi = mid - 1
-                if TRACK:
-                    c_gt = c
-    return pk, c_ge, c_gt
+    return pk
 
 
 @triton.jit
@@ -1610,14 +1481,12 @@ def _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH: tl.constexpr):
     return gt, eqn, tl.min(imin, axis=0), tl.max(imax, axis=0)
 
 
-# REG_SEARCH >= CHUNK_RADIX: a compaction's pivot key, and where ties must be cut the
-# tied indices' bound, by radix passes over the filled slots only (the chunks of
-# _compact's walk), an 8-bit digit a pass, each pass one histogram of 256 bins
-# accumulated over the chunks. No key is held in registers, so the buffer may be of
-# any size; a pass costs per candidate, not per slot. Code bits: | 1 32-bit keys (four
-# key passes; two for 16-bit keys), | 2 the histograms by shared-memory atomics
-# (inline PTX; tl.histogram otherwise, as in the interpreter).
-CHUNK_RADIX = tl.constexpr(8)
+# A compaction's pivot key, and where ties must be cut the tied indices' bound, by
+# radix passes over the filled slots only (the chunks of _compact's walk), an 8-bit
+# digit a pass, each pass one histogram of 256 bins accumulated over the chunks. No
+# key is held in registers, so the buffer may be of any size; a pass costs per
+# candidate, not per slot. The histograms by shared-memory atomics with the PTX
+# path (inline PTX), tl.histogram otherwise (as in the interpreter).
 
 
 @triton.jit
@@ -1710,100 +1579,6 @@ def _chunk_tied(
 
 
 @triton.jit
-def _tied_index(
-    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP: tl.constexpr, W: tl.constexpr,
-    LEAN: tl.constexpr,
-):  # fmt: skip
-    """The ``need``-th lowest index among the ``eqn`` candidates whose key is ``pk``
-    (their indices span ``[ilo, ihi]``, all in the first ``W`` slots of each region;
-    LEAN & 2 and ``ilo < 0``: not known, taken from the held indices): the indices
-    held in registers (-1 for the others) and a bisection over the index range, a
-    compare and a sum a step, where the passes of :func:`_kth_largest` reread the
-    buffer from L2 every pass. LEAN & 4, at most TIE_RANK tied and at most half of
-    each region held: :func:`_tied_rank` instead (``tmp``: TIE_RANK free int32
-    slots)."""
-    slots, m_all, keys = _held_keys(src_k, cnt_ptr, CAP, W)
-    tied = m_all & (keys == pk)
-    idx = tl.load(src_i + slots, mask=tied, other=-1)
-    RANGE: tl.constexpr = (LEAN // 2) % 2 == 1
-    # the rank's scan holds W / 32 more values a thread: only where at most half held
-    RANK: tl.constexpr = ((LEAN // 4) % 2 == 1) and (W * 2 <= CAP // NREG)
-    if RANK:
-        if eqn <= TIE_RANK:
-            res = _tied_rank(idx, tied, need, eqn, tmp)
-        else:
-            res = _lowest_tied(idx, tied, ilo, ihi, need, RANGE)
-    else:
-        res = _lowest_tied(idx, tied, ilo, ihi, need, RANGE)
-    return res
-
-
-@triton.jit
-def _tied_fit(
-    src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, fullest, CAP: tl.constexpr,
-    LEAN: tl.constexpr,
-):  # fmt: skip
-    """:func:`_tied_index` holding, LEAN & 1, only as many slots of each region as the
-    fullest region fills (``fullest``: a quarter, a half or all of them), else all."""
-    S: tl.constexpr = CAP // NREG
-    if LEAN % 2 == 1:
-        if fullest <= S // 4:
-            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S // 4, LEAN)
-        elif fullest <= S // 2:
-            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S // 2, LEAN)
-        else:
-            r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S, LEAN)
-    else:
-        r = _tied_index(src_k, src_i, cnt_ptr, pk, ilo, ihi, need, eqn, tmp, CAP, S, LEAN)
-    return r
-
-
-@triton.jit
-def _lowest_tied(idx, tied, ilo, ihi, need, RANGE: tl.constexpr):
-    """:func:`_lowest_index` over the held tied indices, their range from them where
-    RANGE and ``ilo < 0`` (not known)."""
-    if RANGE:
-        if ilo < 0:
-            ilo = tl.min(tl.where(tied, idx, 0x7FFFFFFF), axis=0)
-            ihi = tl.max(idx, axis=0)
-    return _lowest_index(idx, ilo, ihi, need)
-
-
-@triton.jit
-def _tied_rank(idx, tied, need, n, tmp):
-    """The ``need``-th lowest of the ``n <= TIE_RANK`` held indices ``idx`` where
-    ``tied``: gathered into ``tmp[0:n]`` in one scan, then each ranked against all
-    (``n`` broadcast loads and compares): two block-wide steps and a barrier where the
-    bisection takes one per index bit. The indices are distinct (an element is a
-    candidate once)."""
-    pos = tl.cumsum(tied.to(tl.int32), axis=0) - 1
-    tl.store(tmp + pos, idx, mask=tied)
-    tl.debug_barrier()  # every tied index stored before any is read
-    r = tl.arange(0, TIE_RANK)
-    tv = tl.load(tmp + r, mask=r < n, other=0x7FFFFFFF)
-    rank = tl.zeros([TIE_RANK], tl.int32)
-    for j in range(0, n):  # one tied index (a broadcast load) against all of them
-        rank += (tl.load(tmp + j) < tv).to(tl.int32)
-    res = tl.max(tl.where((rank == need - 1) & (r < n), tv, -1), axis=0)
-    tl.debug_barrier()  # read before the caller's stores reuse ``tmp``
-    return res
-
-
-@triton.jit
-def _lowest_index(idx, lo, hi, need):
-    """The ``need``-th lowest of the held indices ``idx`` (-1: none), known to lie in
-    ``[lo, hi]``: a bisection, a compare and a sum a step."""
-    while lo < hi:  # invariant: the answer is in [lo, hi]
-        mid = lo + (hi - lo) // 2
-        c = tl.sum(((idx >= 0) & (idx <= mid)).to(tl.int32), axis=0)
-        if c >= need:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@triton.jit
 def _sample_cols(
     e, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr, CHUNK: tl.constexpr, lo=0, hi=0,
     ENDS: tl.constexpr = False,
@@ -1839,9 +1614,9 @@ def _sample_cols(
 def _sample_bound(
     x_row, first, m, a, c, p, k, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr,
-    NS: tl.constexpr, REG_SEARCH: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    NS: tl.constexpr, RADIX: tl.constexpr, SMEM: tl.constexpr, SAMPLE_Z: tl.constexpr,
     SAMPLE_TOL: tl.constexpr, CHUNK: tl.constexpr, prof, PROFILE: tl.constexpr,
-    SAMPLE_BITS: tl.constexpr = 0, lo=0, hi=0, ENDS: tl.constexpr = False,
+    SAMPLE_BITS: tl.constexpr = 0, lo=0, hi=0,
 ):  # fmt: skip
     """SAMPLE_PRE: where a sampled row's threshold starts, in place of appending its
     sample and compacting it to its rank. The sample (:func:`_sample_cols`: the first
@@ -1861,7 +1636,7 @@ def _sample_bound(
     sample's largest key."""
     if PROFILE:
         t0 = _clock(sample_n)
-    col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK, lo, hi, ENDS)
+    col = _sample_cols(tl.arange(0, NS), first, m, a, c, p, B, NS, CHUNK, lo, hi, True)
     keys = _raw_key(tl.load(x_row + col), KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     kk = _first_kk(sample_n * 0 + NS, k, sample_n, sample_n * 0 + 0x7FFFFFFF, SAMPLE_Z)
     k_lo = tl.min(keys, axis=0)
@@ -1873,7 +1648,7 @@ def _sample_bound(
     if SAMPLE_TOL > 0:
         tol = kk >> SAMPLE_TOL
     TOP: tl.constexpr = 0 if SAMPLE_BITS == 0 else SAMPLE_BITS + 32 - KEY_BITS  # of 32
-    pk, _, _ = _search_held(keys, k_lo, k_hi, kk, tol, NS, REG_SEARCH, False, TOP)
+    pk = _search_held(keys, k_lo, k_hi, kk, tol, NS, RADIX, SMEM, TOP)
     if PROFILE:
         tl.atomic_add(prof + 10, _clock(pk) - t1)
     tl.debug_barrier()  # the reductions' shared memory is free for the stream's words
@@ -1882,54 +1657,25 @@ def _sample_bound(
 
 @triton.jit
 def _compact(
-    src_k,
-    src_i,
-    dst_k,
-    dst_i,
-    cnt_ptr,
-    total,
-    kk,
-    slack,
-    lo_key,
-    tol,
-    CAP: tl.constexpr,
-    CH: tl.constexpr,
-    NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr,
-    LEAN: tl.constexpr,
-    prof,
-    PROFILE: tl.constexpr,
-):
+    src_k, src_i, dst_k, dst_i, cnt_ptr, total, kk, slack, lo_key, KEY_BITS: tl.constexpr,
+    SMEM: tl.constexpr, CAP: tl.constexpr, prof, PROFILE: tl.constexpr,
+):  # fmt: skip
     """Keep the best of the ``total`` candidates (regions of ``src``, counts at
     ``cnt_ptr``) in ``dst`` and return the new threshold (key, index) and count.
 
-    The pivot key P is the kk-th largest key: an NP-ary search whose every pass walks
-    the buffer in chunks, or, REG_SEARCH, a bisection over the keys held in
-    registers (a step is one compare-and-sum over a quarter, a half or all of each
-    region's slots, as many as the fullest region fills; up to CAP / 256 more
-    registers per thread; REG_SEARCH == 2 bisects the tied indices in registers too;
-    REG_SEARCH == 3 does that and takes P by a radix select instead of the bisection,
-    5 the same with histograms in shared memory, REG_SEARCH == 4 by a trisection, two
-    pivots counted in one sum a step; REG_SEARCH >= CHUNK_RADIX, radix passes over the
-    filled slots, any buffer size: :func:`_chunk_kth`, the tied indices by
-    :func:`_chunk_tied` after a census of their range).
-    Candidates with key > P survive; of those tied at P, all survive while that
-    leaves at most ``kk + slack`` (then the threshold is (P, largest tied index),
-    valid since every dropped or later-filtered element has kk better survivors);
-    otherwise exactly the lowest-index ones needed (a second search, over the tied
-    indices). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything.
-    ``tol > 0`` (at most ``slack``; REG_SEARCH): the bisection may stop at a key P
-    with between kk and kk + tol candidates at or above it, all of which survive.
-    LEAN, bits (:func:`_tied_fit`, :func:`_tied_index`): 1, the tied indices held
-    only from the slots the fullest region fills; 2, the final compaction's counts
-    from its key search (no census; every tie kept where they fit); 4, up to
-    TIE_RANK tied indices ranked at once. PROFILE: the cycles of the key search, the
-    census, the tied-index search and the survivors' placement added to
-    ``prof[12:16]``."""
+    The pivot key P is the kk-th largest key, by radix passes over the filled slots
+    (:func:`_chunk_kth`: any buffer size, a pass costs per candidate; SMEM: their
+    histograms by shared-memory atomics). Candidates with key > P survive; of those
+    tied at P, all survive while that leaves at most ``kk + slack`` (then the
+    threshold is (P, largest tied index), valid since every dropped or later-filtered
+    element has kk better survivors); otherwise exactly the lowest-index ones needed
+    (radix passes over the tied indices, :func:`_chunk_tied`, after a census of their
+    range). ``slack = 0`` gives exactly kk; ``total <= kk`` keeps everything.
+    PROFILE: the cycles of the key search, the census, the tied-index search and the
+    survivors' placement added to ``prof[12:16]``."""
     S: tl.constexpr = CAP // NREG
+    CH: tl.constexpr = WALK
     CHR: tl.constexpr = CH // NREG
-    LEAN_FINAL: tl.constexpr = (LEAN // 2) % 2 == 1
-    SMEM_RADIX: tl.constexpr = (REG_SEARCH // 2) % 2 == 1  # CHUNK_RADIX's | 2
     offs = tl.arange(0, CH)
     col = offs % CHR
     cnt_l = tl.load(cnt_ptr + offs // CHR)
@@ -1937,101 +1683,25 @@ def _compact(
     nch = (tl.max(cnt_l, axis=0) + CHR - 1) // CHR
     pk = lo_key * 0
     pi = total * 0 + 0x7FFFFFFF
-    c_ge = total  # LEAN_FINAL: the search's counts at and above pk
-    c_gt = total * 0
     if PROFILE:
         q = _clock(total)
-    if REG_SEARCH >= CHUNK_RADIX:
-        if total > kk:
-            # radix passes over the filled slots: the key, its counts, and where the ties
-            # must be cut, their indices' range (a census) and the bound among them
-            pk, gt, eqn = _chunk_kth(
-                src_k, addr0, col, cnt_l, nch, kk, 32 if REG_SEARCH % 2 == 1 else 16, CH,
-                SMEM_RADIX,
-            )  # fmt: skip
-            if PROFILE:
-                q = _lap(q, pk, prof + 12)
-            ilo = pi * 0
-            if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
-                _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
-            if PROFILE:
-                q = _lap(q, pi, prof + 13)
-            if gt + eqn > kk + slack:
-                pi = _chunk_tied(
-                    src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH,
-                    SMEM_RADIX,
-                )  # fmt: skip
-            if PROFILE:
-                q = _lap(q, pi, prof + 14)
-    elif total > kk:
-        if REG_SEARCH:
-            # keys >= lo_key >= 0; empty slots read as 0 and never reach a pivot > lo_key.
-            # Only as many slots of each region as the fullest one needs (a quarter or
-            # a half of them after the first compaction of a sampled row): each step's
-            # compare-and-sum costs per slot held
-            fullest = tl.max(cnt_l, axis=0)
-            if fullest <= S // 4:
-                pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 4, REG_SEARCH, LEAN_FINAL
-                )
-            elif fullest <= S // 2:
-                pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S // 2, REG_SEARCH, LEAN_FINAL
-                )
-            else:
-                pk, c_ge, c_gt = _held_kth(
-                    src_k, cnt_ptr, lo_key, kk, tol, total, CAP, S, REG_SEARCH, LEAN_FINAL
-                )
-        else:
-            vmax = tl.zeros([CH], tl.uint32)
-            for j in range(0, nch):
-                m = j * CHR + col < cnt_l
-                ck = tl.load(src_k + addr0 + j * CHR, mask=m, other=0)
-                vmax = tl.maximum(vmax, ck.to(tl.uint32, bitcast=True))
-            hi = tl.max(vmax, axis=0)
-            pk = _kth_largest(
-                src_k, src_i, addr0, col, cnt_l, nch, kk, lo_key, hi, lo_key, False, CH, NP
-            )
+    if total > kk:
+        # radix passes over the filled slots: the key, its counts, and where the ties
+        # must be cut, their indices' range (a census) and the bound among them
+        pk, gt, eqn = _chunk_kth(
+            src_k, addr0, col, cnt_l, nch, kk, KEY_BITS, CH, SMEM,
+        )  # fmt: skip
         if PROFILE:
             q = _lap(q, pk, prof + 12)
-        # census at the pivot key: the final compaction (slack 0, an exact search)
-        # with LEAN_FINAL takes the counts from the search, and keeps every tied
-        # candidate where they fit (no index bound needed past the last block; the
-        # tied indices' range, if needed, from the tie search's registers); else a
-        # pass over the buffer
-        if LEAN_FINAL:
-            if slack == 0:
-                gt = c_gt
-                eqn = c_ge - c_gt
-                ilo = total * 0 - 1  # not known
-            else:
-                gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
-        else:
-            gt, eqn, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
+        ilo = pi * 0
+        if (gt + eqn > kk + slack) | (slack > 0):  # the threshold's index: the ties' range
+            _, _, ilo, pi = _census(src_k, src_i, addr0, col, cnt_l, nch, pk, CH)
         if PROFILE:
-            q = _lap(q, gt + eqn + ilo + pi, prof + 13)
-        if gt + eqn > kk + slack:  # too many ties to keep: the exact index bound
-            if REG_SEARCH >= 2:  # the (kk - gt)-th lowest tied index, from registers
-                pi = _tied_fit(
-                    src_k, src_i, cnt_ptr, pk, ilo, pi, kk - gt, eqn, dst_i,
-                    tl.max(cnt_l, axis=0), CAP, LEAN,
-                )  # fmt: skip
-            else:
-                pi = _kth_largest(
-                    src_k,
-                    src_i,
-                    addr0,
-                    col,
-                    cnt_l,
-                    nch,
-                    eqn - (kk - gt) + 1,
-                    ilo.to(tl.uint32),
-                    pi.to(tl.uint32),
-                    pk,
-                    True,
-                    CH,
-                    NP,
-                ).to(tl.int32)
+            q = _lap(q, pi, prof + 13)
+        if gt + eqn > kk + slack:
+            pi = _chunk_tied(
+                src_k, src_i, addr0, col, cnt_l, nch, pk, ilo, pi, kk - gt, CH, SMEM,
+            )  # fmt: skip
         if PROFILE:
             q = _lap(q, pi, prof + 14)
     # survivors to the other half, dealt round-robin over its regions
@@ -2065,23 +1735,10 @@ def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
     return tl.where((sample_n > 0) & (ti == 0x7FFFFFFF) & (r < k), r, k)
 
 
-@triton.jit
-def _search_tol(kk, slack, SEARCH_TOL: tl.constexpr):
-    """How far past ``kk`` candidates a compaction's key search may stop (see
-    :func:`_compact`): ``kk >> SEARCH_TOL``, at most the slack; 0 (exact) when
-    SEARCH_TOL is 0 or there is no slack (the final compaction)."""
-    tol = slack * 0
-    if SEARCH_TOL > 0:
-        tol = tl.minimum(kk >> SEARCH_TOL, slack)
-    return tol
-
-
 @triton.jit(noinline=True)  # one copy: every warp meets at the same barriers
 def _meet(
     scr_k, scr_i, cnt_ptr, cur, wcount, done, k, B2, tk, ti, sample_n,
-    CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr,
-    LEAN: tl.constexpr,
-    SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr, RAISE: tl.constexpr = 0,
+    KEY_BITS: tl.constexpr, CAP: tl.constexpr, SAMPLE_Z: tl.constexpr, RAISE: tl.constexpr = 0,
 ):  # fmt: skip
     """Where the independently streaming warps (W32) meet: a compaction of half ``cur``
     into the other, with each warp's count ``wcount``; the final one (slack 0) once
@@ -2104,8 +1761,7 @@ def _meet(
     slack = tl.where(fin != 0, 0, B2 // 2)
     tk, ti, count = _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur), cnt_ptr,
-        total, kk, slack, tk, _search_tol(kk, slack, SEARCH_TOL), CAP, CH, NP, REG_SEARCH,
-        LEAN, cnt_ptr, False,
+        total, kk, slack, tk, KEY_BITS, True, CAP, cnt_ptr, False,
     )  # fmt: skip
     tl.debug_barrier()  # the compaction's use of shared memory is over
     _set_sync(z32 + done, 1)
@@ -2237,18 +1893,16 @@ def _next_block(j, j3, q, a, mm, nblk, p):
 @triton.jit
 def _warp_step(
     w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, mm, p, first, lo, hi, i, nblk,
-    wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf,
+    wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
     acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
-    AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
     words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
     ``jl``, which advances in the order of :func:`_next_block`), or, when this warp
     is done, nap; then poll, and meet the others if a compaction is wanted or all are
-    done. AHEAD > 0: also ask L2 for the block AHEAD blocks after ``jl`` (``a_pf =
-    AHEAD * a mod mm``). PROFILE: ``acc`` ([32], this warp's) accumulates
+    done. PROFILE: ``acc`` ([32], this warp's) accumulates
     in lanes 0..4 the cycles of the filter (compare and hit path) and of the
     meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
     ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
@@ -2265,16 +1919,13 @@ def _warp_step(
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
             xw_row, jl, first, woff32, lo, hi, nblk, i + 2 < nblk, B, KEY_BITS
         )
-        _prefetch_after(
-            xw_row, jl, a_pf, mm, first, woff32, i + 2 + AHEAD < nblk, B, KEY_BITS, AHEAD
-        )
         jn = _next_block(jl, ja, i + 3, a, mm, nblk, p)
         ja = jl  # the block this word set now holds
         jl = jn
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
-        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
-        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL,
+        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, PROFILE,
+        SAMPLE_Z,
     )  # fmt: skip
     return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
@@ -2305,25 +1956,11 @@ def _warp_filter(
 
 
 @triton.jit
-def _prefetch_after(xw_row, j, a_pf, mm, first, woff32, live, B: tl.constexpr,
-                    KEY_BITS: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
-    """AHEAD > 0: ask L2 for this warp's share of the middle block AHEAD steps of the
-    order after block ``j`` (``a_pf = AHEAD * a mod mm``), if ``live`` (only where the
-    row has more than AHEAD blocks past the loaded one)."""
-    if AHEAD > 0:
-        PER_WORD: tl.constexpr = 32 // KEY_BITS
-        jp = _next_mid(j, a_pf, mm)
-        _prefetch32(xw_row, (jp + first) * (B // PER_WORD), woff32, live)
-
-
-@triton.jit
 def _step_end(
     i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
     cnt_ptr, k, B2, acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
     SIGN: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, SEARCH_TOL: tl.constexpr,
-    RAISE: tl.constexpr = 0, d3=0,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, RAISE: tl.constexpr = 0, d3=0,
 ):  # fmt: skip
     """The end of a warp's step (W32): one block more filtered (``i < nblk``: the step
     filtered one; this warp's done byte set after its last), or a nap if this warp was
@@ -2355,7 +1992,7 @@ def _step_end(
             t0 = _clock32(wc32)
         tk, ti, count, cur, fin = _meet(
             scr_k, scr_i, cnt_ptr, cur, tl.max(wc32, axis=0), (i >= nblk).to(tl.int32),
-            k, B2, tk, ti, sample_n, CAP, CH, NP, REG_SEARCH, LEAN, SAMPLE_Z, SEARCH_TOL, RAISE,
+            k, B2, tk, ti, sample_n, KEY_BITS, CAP, SAMPLE_Z, RAISE,
         )  # fmt: skip
         wc32 = _dealt(count, warp32)
         tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
@@ -2367,12 +2004,11 @@ def _step_end(
 @triton.jit
 def _ring_step(
     slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk, wc32, woff32, warp32,
-    lane32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, sample_n,
+    lane32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, acc, sample_n,
     sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
     LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
-    AHEAD: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
-    SEARCH_TOL: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr, hreg=0, hbase=0,
+    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, RING: tl.constexpr,
+    RING_READ: tl.constexpr, hreg=0, hbase=0,
     RAISE: tl.constexpr = 0, ENDS_FIRST: tl.constexpr = False,
 ):  # fmt: skip
     """One step of an independently streaming warp through its ring (RING > 0, see
@@ -2381,7 +2017,7 @@ def _ring_step(
     RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
     order, :func:`_next_block`; ENDS_FIRST: the row's ends are blocks 0 and 1 of the
     order (``p = 0``), so every block the loop copies, ``i + RING >= 3``, is the middle
-    block after ``j1``); AHEAD > 0: also ask L2 for the block AHEAD after it.
+    block after ``j1``).
     RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
     warp's offer of a key every 8 * RAISE blocks (at its turn) and the offered key
     taken (see HIST_BINS).
@@ -2409,7 +2045,6 @@ def _ring_step(
             slot, xw_row, jn, first, woff32, lo, hi, nblk, q < nblk, B, KEY_BITS, ENDS_FIRST
         )
         jq = tl.where(lane32 == st, jn, jq)
-        _prefetch_after(xw_row, jn, a_pf, mm, first, woff32, q + AHEAD < nblk, B, KEY_BITS, AHEAD)
         j3 = j2
         j2 = j1
         j1 = jn
@@ -2419,8 +2054,8 @@ def _ring_step(
                 _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
         i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
-        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, CH, NP,
-        REG_SEARCH, LEAN, PROFILE, SAMPLE_Z, SEARCH_TOL, RAISE, d3,
+        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, PROFILE,
+        SAMPLE_Z, RAISE, d3,
     )  # fmt: skip
     return jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
@@ -2438,9 +2073,9 @@ def _acc(acc, filt, meet, meets, hits, hit_blocks):
 # ---------------------------------------------------------------------- the kernel
 @triton.jit
 def _publish_and_compact(
-    wcnt, rc, count, cur, kk, slack, tk, tol, scr_k, scr_i, cnt_ptr,
-    USE_ASM: tl.constexpr, CAP: tl.constexpr, CH: tl.constexpr, NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr, LEAN: tl.constexpr, prof, PROFILE: tl.constexpr,
+    wcnt, rc, count, cur, kk, slack, tk, scr_k, scr_i, cnt_ptr,
+    USE_ASM: tl.constexpr, KEY_BITS: tl.constexpr, CAP: tl.constexpr, prof,
+    PROFILE: tl.constexpr,
 ):  # fmt: skip
     """Publish the regions' counts (each warp's, or the portable path's ``rc``) and
     compact half ``cur`` into the other (see :func:`_compact`)."""
@@ -2453,17 +2088,16 @@ def _publish_and_compact(
     tl.debug_barrier()
     return _compact(
         scr_k + cur, scr_i + cur, scr_k + (CAP - cur), scr_i + (CAP - cur),
-        cnt_ptr, count, kk, slack, tk, tol, CAP, CH, NP, REG_SEARCH, LEAN, prof, PROFILE,
+        cnt_ptr, count, kk, slack, tk, KEY_BITS, USE_ASM, CAP, prof, PROFILE,
     )  # fmt: skip
 
 
 @triton.jit
 def _check(
     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2, sample_n, burst_at,
-    parity, prof, USE_ASM: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    CH: tl.constexpr, NP: tl.constexpr, REG_SEARCH: tl.constexpr, LEAN: tl.constexpr,
-    CHECK_EVERY: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
-    SEARCH_TOL: tl.constexpr, ONE_BARRIER: tl.constexpr,
+    parity, prof, USE_ASM: tl.constexpr, KEY_BITS: tl.constexpr, B: tl.constexpr,
+    CAP: tl.constexpr, CHECK_EVERY: tl.constexpr, PROFILE: tl.constexpr,
+    SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """The compaction trigger: one block-wide sum of the regions' counts (a region that
     could overflow within the next CHECK_EVERY blocks counts as full), then, when
@@ -2474,7 +2108,7 @@ def _check(
     threshold, the count, the half, both count forms and (PROFILE) the compaction's
     cycles.
 
-    ONE_BARRIER (PTX path): each warp's leader stores its count to slot ``parity``
+    The PTX path: each warp's leader stores its count to slot ``parity``
     (0 or 1, alternating from check to check) in shared memory, and after one
     barrier every lane sums the slot itself (:func:`_trigger_sum`), where ``tl.sum``
     takes two barriers and shuffles. Two slots: a warp can store the next
@@ -2485,12 +2119,9 @@ def _check(
     BIG: tl.constexpr = 1 << 24  # flags a full region in the sum
     t = tl.arange(0, 256)
     warp = t // 32
-    leader = (t % 32) == 0
     regs = tl.arange(0, NREG)
-    if USE_ASM and ONE_BARRIER:
+    if USE_ASM:
         tot = _trigger_sum(wcnt + tl.where(wcnt > LIMIT, BIG, 0), parity)
-    elif USE_ASM:
-        tot = tl.sum(tl.where(leader, wcnt + tl.where(wcnt > LIMIT, BIG, 0), 0), axis=0)
     else:
         tot = tl.sum(rc + tl.where(rc > LIMIT, BIG, 0), axis=0)
     fresh = tot % BIG - count
@@ -2500,10 +2131,9 @@ def _check(
         if PROFILE:
             pc -= _clock(tot)
         kk = _first_kk(count, k, sample_n, ti, SAMPLE_Z)
-        tol = _search_tol(kk, B2 // 2, SEARCH_TOL)
         tk, ti, count = _publish_and_compact(
-            wcnt, rc, count, cur, kk, B2 // 2, tk, tol, scr_k, scr_i, cnt_ptr,
-            USE_ASM, CAP, CH, NP, REG_SEARCH, LEAN, prof, PROFILE,
+            wcnt, rc, count, cur, kk, B2 // 2, tk, scr_k, scr_i, cnt_ptr, USE_ASM, KEY_BITS,
+            CAP, prof, PROFILE,
         )  # fmt: skip
         cur = CAP - cur
         wcnt = _dealt(count, warp)
@@ -2556,32 +2186,21 @@ def deepselect_rows_kernel(
     B: tl.constexpr,
     CAP: tl.constexpr,
     KP: tl.constexpr,
-    CH: tl.constexpr,
-    NP: tl.constexpr,
-    REG_SEARCH: tl.constexpr,
-    LEAN: tl.constexpr,
     CHECK_EVERY: tl.constexpr = 1,
     VEC: tl.constexpr = False,
     W32: tl.constexpr = False,
-    AHEAD: tl.constexpr = 0,
     RING: tl.constexpr = 0,
     RING_BASE: tl.constexpr = "",
     RING_READ: tl.constexpr = "",
     RAISE: tl.constexpr = 0,
-    SAMPLE: tl.constexpr = False,
     SAMPLE_Z: tl.constexpr = 5.0,
     SAMPLE_PRE: tl.constexpr = False,
-    BURST: tl.constexpr = False,
     SAMPLE_TOL: tl.constexpr = 0,
     SAMPLE_KEYS: tl.constexpr = 0,
     SAMPLE_CHUNK: tl.constexpr = 0,
     SAMPLE_BLOCKS: tl.constexpr = 2,
-    SAMPLE_SEARCH: tl.constexpr = 2,
+    SAMPLE_RADIX: tl.constexpr = False,
     SAMPLE_BITS: tl.constexpr = 0,
-    SAMPLE_ENDS: tl.constexpr = False,
-    SEARCH_TOL: tl.constexpr = 0,
-    ONE_BARRIER: tl.constexpr = True,
-    VALUES_FROM_KEYS: tl.constexpr = False,
     PROFILE: tl.constexpr = False,
     PRESET: tl.constexpr = False,
     PAGED: tl.constexpr = False,
@@ -2676,14 +2295,14 @@ def deepselect_rows_kernel(
         # keys take)
         p = tl.maximum(tl.minimum(m - 2, SAMPLE_BLOCKS), 0)
         c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
-        sample_n = tl.where(SAMPLE and not PRESET and (m - 2 >= SAMPLE_BLOCKS), hi - lo, 0)
+        sample_n = tl.where(not PRESET and (m - 2 >= SAMPLE_BLOCKS), hi - lo, 0)
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
         cur = row * 0  # the scratch half holding the candidates: 0 or CAP
         count = row * 0
         t2 = tl.zeros([], tl.int64)
         go = row * 0 + 1
-        for _attempt in range(0, 2 if SAMPLE else 1):  # one iteration: no loop at all
+        for _attempt in range(0, 2):
             if go != 0:
                 cur = row * 0
                 count = row * 0
@@ -2694,11 +2313,7 @@ def deepselect_rows_kernel(
                 # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
                 # from a first compaction; the stream's compactions then all keep k
                 loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
-                # BURST (a sampled row, its bound from registers): a check that finds k
-                # new candidates or more compacts at once
                 burst_at = sample_n * 0 + 0x3FFFFFFF
-                if BURST:  # only with SAMPLE_PRE (kernel_constants)
-                    burst_at = tl.where(sample_n > 0, k, burst_at)
                 s_hi = tk  # RAISE: the sample's largest key (sampled rows)
                 if SAMPLE_PRE:
                     if sample_n > 0:
@@ -2706,9 +2321,8 @@ def deepselect_rows_kernel(
                             t_pre = _clock(sample_n)
                         tk, s_hi = _sample_bound(
                             x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_SEARCH, SAMPLE_Z,
+                            INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_RADIX, USE_ASM, SAMPLE_Z,
                             SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS, lo, hi,
-                            SAMPLE_ENDS,
                         )  # fmt: skip
                         if PROFILE:
                             p_pre += _clock(tk) - t_pre
@@ -2737,7 +2351,6 @@ def deepselect_rows_kernel(
                         _asm_once(zero32, RAISE_CLEAR_ASM)
                     _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
                     tl.debug_barrier()  # every warp's words written before anyone polls
-                    a_pf = ((a.to(tl.int64) * AHEAD) % mm).to(tl.int32)  # AHEAD steps of the order
                     fin = row * 0
                     tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
                     sb32 = _smem_base(zero32)
@@ -2769,10 +2382,9 @@ def deepselect_rows_kernel(
                              acc) = _ring_step(
                                 slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk,
                                 wc32, woff32, warp32, lane32, tk, ti, tva, tvp, count, cur, scr_k,
-                                scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS, KEY_MASK,
-                                SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH, LEAN, AHEAD,
-                                PROFILE, SAMPLE_Z, SEARCH_TOL, RING, RING_READ, hreg, hbase, RAISE,
-                                ENDS_FIRST,
+                                scr_i, cnt_ptr, k, B2, acc, loop_n, sb32, KEY_BITS, KEY_MASK, SIGN,
+                                LARGEST, FILTER, B, CAP, PROFILE, SAMPLE_Z, RING, RING_READ, hreg,
+                                hbase, RAISE, ENDS_FIRST,
                             )  # fmt: skip
                     else:
                         a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
@@ -2787,18 +2399,17 @@ def deepselect_rows_kernel(
                              count, cur, fin, acc) = _warp_step(
                                 a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
                                 lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                                scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32, KEY_BITS,
-                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP, REG_SEARCH,
-                                LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                scr_k, scr_i, cnt_ptr, k, B2, acc, loop_n, sb32, KEY_BITS,
+                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, PROFILE, SAMPLE_Z,
                             )  # fmt: skip
                             if fin == 0:
                                 (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
                                  count, cur, fin, acc) = _warp_step(
                                     b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
                                     lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
-                                    cur, scr_k, scr_i, cnt_ptr, k, B2, a_pf, acc, loop_n, sb32,
-                                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, CH, NP,
-                                    REG_SEARCH, LEAN, AHEAD, PROFILE, SAMPLE_Z, SEARCH_TOL,
+                                    cur, scr_k, scr_i, cnt_ptr, k, B2, acc, loop_n, sb32,
+                                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, PROFILE,
+                                    SAMPLE_Z,
                                 )  # fmt: skip
                     if PROFILE:
                         t2 = _clock(count)
@@ -2866,9 +2477,8 @@ def deepselect_rows_kernel(
                         if CHECK_EVERY == 1:
                             tk, ti, count, cur, wcnt, rc, pc = _check(
                                 wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                loop_n, burst_at, i & 1, prof_row, USE_ASM, B, CAP, CH, NP,
-                                REG_SEARCH, LEAN, CHECK_EVERY, PROFILE, SAMPLE_Z, SEARCH_TOL,
-                                ONE_BARRIER,
+                                loop_n, burst_at, i & 1, prof_row, USE_ASM, KEY_BITS, B, CAP,
+                                CHECK_EVERY, PROFILE, SAMPLE_Z,
                             )  # fmt: skip
                         else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
                             pc = tl.zeros([], tl.int64)
@@ -2877,9 +2487,8 @@ def deepselect_rows_kernel(
                                 parity = ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1
                                 tk, ti, count, cur, wcnt, rc, pc = _check(
                                     wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    loop_n, burst_at, parity, prof_row, USE_ASM, B, CAP, CH, NP,
-                                    REG_SEARCH, LEAN, CHECK_EVERY, PROFILE, SAMPLE_Z,
-                                    SEARCH_TOL, ONE_BARRIER,
+                                    loop_n, burst_at, parity, prof_row, USE_ASM, KEY_BITS, B,
+                                    CAP, CHECK_EVERY, PROFILE, SAMPLE_Z,
                                 )  # fmt: skip
                         if PROFILE:
                             p_chk += _clock(count) - t1 - pc
@@ -2890,8 +2499,8 @@ def deepselect_rows_kernel(
                     if PROFILE:
                         t2 = _clock(count)
                     tk, ti, count = _publish_and_compact(
-                        wcnt, rc, count, cur, k, 0, tk, count * 0, scr_k, scr_i, cnt_ptr,
-                        USE_ASM, CAP, CH, NP, REG_SEARCH, LEAN, prof_row, PROFILE,
+                        wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr, USE_ASM,
+                        KEY_BITS, CAP, prof_row, PROFILE,
                     )  # fmt: skip
                     if PROFILE:
                         p_last += _clock(count) - t2
@@ -2913,7 +2522,7 @@ def deepselect_rows_kernel(
         if WRITE_VALUES:
             vals = _values_of(
                 x_row, ck, ci, real, KEY_BITS, KEY_MASK, SIGN, LARGEST,
-                VALUES_FROM_KEYS and ORDER != 2,
+                ORDER != 2,
             )  # fmt: skip
             vals = tl.where(real, vals, fill_bits.to(vals.dtype))
             tl.store(ov_ptr + row64 * stride_ov + o, vals, mask=om)
