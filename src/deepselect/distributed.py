@@ -309,9 +309,13 @@ def topk(
         _validate(*args)
         raise ValueError("torch.distributed must be initialised (init_process_group) first")
     rank = dist.get_rank(group)
-    compiling = torch.compiler.is_compiling()
+    # a traced graph or a CUDA-graph capture cannot raise on a gathered table: there
+    # only this rank's own checks run
+    compiling = torch.compiler.is_compiling() or (
+        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    )
     local_error = None
-    if compiling:  # a graph is traced from an accepted call: no refusals to exchange
+    if compiling:  # traced or captured from an accepted call: no refusals to exchange
         _validate(*args)
     else:
         try:
