@@ -119,3 +119,42 @@ def test_topk_rows_traced_by_torch_compile(kw):
     torch._dynamo.reset()
     assert v is ov and i is oi
     assert torch.equal(oi, topk_rows(x, 6)[1])
+
+
+def test_values_carry_gradients():
+    """topk_rows' values are differentiable like torch.topk's (the gradient goes to the
+    selected positions), with offsets and fills applied around the registered op."""
+    x = x2(rows=4, n=30).requires_grad_()
+    end = torch.tensor([30, 2, 0, 17])
+    v, i = topk_rows(x, 5, order="value", end=end, index_offset=100, fill_index=-9)
+    assert v.grad_fn is not None
+    want_v, want_i = topk_rows(x.detach(), 5, order="value", end=end, index_offset=100,
+                               fill_index=-9)  # fmt: skip
+    assert torch.equal(i, want_i) and torch.equal(v.detach(), want_v)
+    v.masked_fill(i < 0, 0).sum().backward()
+    grad = torch.zeros(4, 30)
+    real = want_i >= 0
+    grad[torch.arange(4)[:, None].expand(4, 5)[real], (want_i - 100)[real].long()] = 1.0
+    assert torch.equal(x.grad, grad)
+
+
+def test_meta_and_fake_tensors_give_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    v, i = topk_rows(torch.empty(3, 50, device="meta"), 4, index_dtype=torch.int64)
+    assert v.shape == (3, 4) and i.dtype == torch.int64 and i.device.type == "meta"
+    with FakeTensorMode():
+        v, i = topk_rows(torch.empty(5, 60), 7, index_offset=3)
+    assert v.shape == (5, 7) and i.shape == (5, 7) and i.dtype == torch.int32
+
+
+def test_overlap_is_exact_for_disjoint_parts_of_one_buffer():
+    """Outputs in one storage with the input are refused only where they overlap."""
+    buf = torch.randn(3, 50)
+    x = buf[:, :40]
+    v, i = topk_rows(x, 3, out_values=torch.empty(3, 3), order="value")
+    ov = torch.empty(60)
+    got = topk_rows(ov[:40].view(4, 10)[:3], 3, out_values=ov[40:49].view(3, 3))
+    assert got[0].data_ptr() == ov[40:].data_ptr()
+    with pytest.raises(ValueError, match="out_values overlaps x"):
+        topk_rows(x, 3, out_values=buf[:, 45:48])  # inside x's byte range

@@ -198,11 +198,54 @@ def _worker(rank: int, world: int, init: str, out) -> None:
         except ValueError as exc:
             if "begin <= end <= N" not in str(exc):
                 failures.append(f"wrong message: {exc}")
+        _disagreements(rank, world, failures)
     finally:
         # every rank done with its collectives before any tears its connections down
         dist.barrier()
         dist.destroy_process_group()
     out.put((rank, count, failures))
+
+
+def _disagreements(rank: int, world: int, failures: list) -> None:
+    """Calls that differ between ranks, or that one rank refuses: every rank raises
+    (after one metadata exchange), none hangs and none returns garbage."""
+    x = torch.randn(2, 5 + rank, generator=torch.Generator().manual_seed(rank))
+    sizes = [5 + r for r in range(world)]
+    last = rank == world - 1
+    cases = {
+        "k": (dict(k=2 + rank), ValueError, "k must be the same"),
+        "dtype": (dict(x=x.to(torch.bfloat16) if last else x), ValueError, "dtype"),
+        "largest": (dict(largest=last), ValueError, "largest"),
+        "order": (dict(order="value" if last else "none"), ValueError, "order"),
+        "index_dtype": (
+            dict(index_dtype=torch.int32 if last else torch.int64),
+            ValueError,
+            "index_dtype",
+        ),
+        "window": (dict(end=torch.tensor([3, 3]) if last else None), ValueError, "end"),
+        "dst": (dict(dst=rank), ValueError, "dst"),
+        "shard_sizes": (dict(shard_sizes=[s + last for s in sizes]), ValueError, "shard_sizes"),
+        "refused": (dict(k=0 if last else 2), ValueError, "k must be >= 1" if last else "rank"),
+        "float-offset": (
+            dict(index_offset=1.5 if last else 1),
+            (TypeError, ValueError),
+            "index_offset" if last else "rank",
+        ),
+    }
+    for name, (kw, exc, match) in cases.items():
+        kw = dict(kw)
+        xx = kw.pop("x", x)
+        k = kw.pop("k", 2)
+        try:
+            topk(xx, k, **kw)
+            failures.append(f"disagreement {name}: rank {rank} got a result")
+        except exc as e:
+            if match not in str(e):
+                failures.append(f"disagreement {name}: rank {rank} said {e}")
+    # after all of them the group still works
+    got = topk(x, 3, order="value")
+    if got is None or got[0].shape != (2, 3):
+        failures.append("the group no longer works after the refused calls")
 
 
 def _free_init(tmp_path) -> str:

@@ -469,3 +469,70 @@ def test_page_map_fused_in_the_kernels(page_size, path):
             if order == "none":
                 got, want = got.sort(dim=1).values, want.sort(dim=1).values
             assert torch.equal(got, want), (order, row_to_batch is not None)
+
+
+# ------------------------------------------------------------- the contract at its edges
+@pytest.mark.parametrize("mode", ["generator", "seeds", "tensor_k"])
+def test_sampling_rows_without_a_distribution_take_their_top1(mode):
+    """All -inf kept logits, a NaN or +inf among them, or a temperature that overflows
+    logit / temperature: the row's top-1 (largest, NaN largest, lowest column on ties),
+    never torch.multinomial's error."""
+    ninf, inf, nan = float("-inf"), float("inf"), float("nan")
+    x = torch.tensor(
+        [
+            [ninf] * 6,
+            [0.5, 2.0, 1.0, 2.0, -1.0, 0.0],  # tiny temperature: col 1 (tie with col 3)
+            [0.5, inf, 1.0, inf, -1.0, 0.0],
+            [0.5, nan, 1.0, 3.0, nan, 0.0],
+            [-3.0, -2.0, -5.0, -2.5, -1.0, -9.0],  # tiny temperature, all negative: col 4
+        ]
+    )
+    temp = torch.tensor([1.0, 1e-45, 1.0, 1.0, 1e-45])
+    kw = dict(temperature=temp)
+    k = 3
+    if mode == "generator":
+        kw["generator"] = torch.Generator().manual_seed(0)
+    elif mode == "seeds":
+        kw["seeds"] = torch.arange(5, dtype=torch.int64)
+    else:
+        k = torch.full((5,), 3)
+        kw["seeds"] = torch.arange(5, dtype=torch.int64)
+        kw["k_max"] = 4
+    got = top_k_sampling_from_logits(x, k, **kw)
+    assert got.tolist() == [0, 1, 1, 1, 4]
+
+
+def test_mask_logits_gradient_flows_through_kept_entries():
+    x = torch.randn(3, 20, generator=torch.Generator().manual_seed(4)).requires_grad_()
+    out = top_k_mask_logits(x, 5)
+    assert out.grad_fn is not None
+    keep = torch.isfinite(out.detach())
+    torch.where(keep, out, 0.0).mul(torch.arange(20.0)).sum().backward()
+    assert torch.equal(x.grad, torch.where(keep, torch.arange(20.0).expand(3, 20), 0.0))
+    assert torch.equal(bits(out.detach()), bits(top_k_mask_logits(x.detach(), 5)))
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_bad_page_ids_on_a_device_are_marked_not_wrapped(page_size):
+    """The device rule, run through the fused kernels (interpreter) and the plain
+    mapping: a real position on a negative page id, or on one whose slot is past int32,
+    becomes -2**31 + p % page_size: never the fill -1, never a real slot."""
+    from deepselect.engine import _guarded_table
+    from deepselect.triton_backend import PageMap, run_triton
+
+    rows, max_len, k = 2, 64, 64  # k = the whole row: every page is read
+    x = make("distinct32", rows, max_len, torch.float32, "cpu", seed=3)
+    pages = -(-max_len // page_size)
+    table = torch.arange(rows * pages, dtype=torch.int32).reshape(rows, pages)
+    table[0, 0] = -1
+    if page_size > 1:  # (with pages of 1, every int32 id has an int32 slot)
+        table[1, pages - 1] = 2**31 // page_size  # its first slot would be 2**31
+    opt = TopkOptions(order="index", begin=None, end=torch.tensor([max_len, max_len]))
+    got = torch.empty((rows, k), dtype=torch.int32)
+    run_triton(x, k, opt, None, got, page=PageMap(_guarded_table(table, page_size), page_size))
+    p = torch.arange(max_len)
+    want = (table.long()[:, p // page_size] * page_size + p % page_size).to(torch.int32)
+    want[0, :page_size] = -(2**31) + p[:page_size] % page_size
+    if page_size > 1:
+        want[1, -page_size:] = -(2**31) + p[-page_size:] % page_size
+    assert torch.equal(got, want)

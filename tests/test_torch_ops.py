@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from helpers import assert_same_along_dim
+from helpers import assert_same_along_dim, bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -449,3 +449,54 @@ def test_property_stable_sort_reference(shape, data, dtype, largest, sorted_):
     assert torch.equal(gi, wi)
     itype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
     assert torch.equal(got.values.view(itype), x.view(itype).gather(dim, got.indices))
+
+
+# ------------------------------------------------ transforms, traces, abstract tensors
+TIES = torch.tensor([[1.0, 3.0, 3.0, 2.0, float("nan")], [0.0, -0.0, 5.0, 0.0, 5.0]])
+
+
+def test_func_transforms_match_eager():
+    """vmap, jvp and jacrev see composable ops (a stable sort): the same indices as the
+    eager call, ties to the lowest index, NaN largest; gradients to the selected."""
+    want = topk(TIES, 3)
+    got = torch.func.vmap(lambda r: topk(r, 3))(TIES)
+    assert torch.equal(got.indices, want.indices)
+    assert torch.equal(bits(got.values), bits(want.values))
+    small = torch.func.vmap(lambda r: topk(r, 2, largest=False, sorted=False))(TIES)
+    want_small = topk(TIES, 2, largest=False).indices
+    assert torch.equal(small.indices.sort(1).values, want_small.sort(1).values)
+    _, tangent = torch.func.jvp(lambda t: topk(t, 2).values, (TIES,), (torch.ones_like(TIES),))
+    assert torch.equal(tangent, torch.ones(2, 2))
+    jac = torch.func.jacrev(lambda t: topk(t, 2).values)(TIES[1])
+    assert torch.equal(jac, torch.tensor([[0.0, 0, 1, 0, 0], [0, 0, 0, 0, 1]]))
+
+
+def test_jit_trace_records_the_op():
+    traced = torch.jit.trace(lambda t: topk(t, 2).indices, TIES.nan_to_num())
+    assert "deepselect::topk_rows" in str(traced.graph)
+    assert traced(TIES).tolist() == [[4, 1], [2, 4]]
+
+
+def test_meta_and_fake_inputs():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    r = topk(torch.empty(4, 9, 6, device="meta"), 3, dim=1)
+    assert r.values.shape == (4, 3, 6) and r.indices.dtype == torch.int64
+    with FakeTensorMode():
+        r = topk(torch.empty(4, 9), 3)
+    assert r.values.shape == (4, 3)
+
+
+def test_torch_function_subclass_sees_the_call():
+    seen = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    r = topk(TIES.as_subclass(Logged), 2)
+    assert seen and seen[0] is topk
+    assert type(r.values) is Logged
+    assert r.indices.as_subclass(torch.Tensor).tolist() == [[4, 1], [2, 4]]

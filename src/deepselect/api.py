@@ -7,20 +7,142 @@ data, so no call syncs with the device.
 
 from __future__ import annotations
 
+import operator
 from functools import cache
 
+import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .keys import SUPPORTED_DTYPES
 from .options import Order, TopkOptions
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _CPU_DTYPES = SUPPORTED_DTYPES + (torch.float64,)
+_INDEX_RANGE = {torch.int32: (-(2**31), 2**31 - 1), torch.int64: (-(2**63), 2**63 - 1)}
+
+
+def as_bool(name: str, value) -> bool:
+    """``value`` as a bool: Python and NumPy bools are taken; anything else (ints
+    included, as torch.topk refuses them) is a TypeError naming ``name``."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool; got {type(value).__name__} {value!r}")
+
+
+def as_int(name: str, value) -> int:
+    """``value`` as a Python int: ints and NumPy integers are taken; bools, floats and
+    anything else are a TypeError naming ``name`` (never silently truncated)."""
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        raise TypeError(f"{name} must be an int; got bool {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, np.integer):
+        return operator.index(value)
+    raise TypeError(f"{name} must be an int; got {type(value).__name__} {value!r}")
+
+
+def check_dense(name: str, t: torch.Tensor) -> None:
+    """Sparse, mkldnn and other non-strided layouts are refused by name."""
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor; got layout {t.layout}")
+
+
+def check_index_scalars(
+    index_offset, fill_index, index_dtype: torch.dtype, n: int
+) -> tuple[int | torch.Tensor | None, int]:
+    """Validate a scalar ``index_offset`` and ``fill_index`` against ``index_dtype``.
+
+    The rule (docs/pytorch.md, "Index ranges"): every index a call can write must fit
+    ``index_dtype``: ``fill_index`` itself, and ``index_offset + p`` for every position
+    ``0 <= p < n`` of a row (whatever the windows). Scalars are checked here, on the
+    host; tensor offsets in :func:`check_offset_tensor`."""
+    lo, hi = _INDEX_RANGE[index_dtype]
+    kind = str(index_dtype).removeprefix("torch.")
+    fill_index = as_int("fill_index", fill_index)
+    if not lo <= fill_index <= hi:
+        raise ValueError(f"fill_index must fit index_dtype {kind} [{lo}, {hi}]; got {fill_index}")
+    if index_offset is not None and not isinstance(index_offset, torch.Tensor):
+        try:
+            index_offset = as_int("index_offset", index_offset)
+        except TypeError:
+            raise TypeError(
+                f"index_offset must be an int, an integer tensor or None; got {index_offset!r}"
+            ) from None
+        top = index_offset + max(n - 1, 0)
+        if index_offset < lo or top > hi:
+            raise ValueError(
+                f"index_offset + position must fit index_dtype {kind} [{lo}, {hi}] for "
+                f"every position of a row of N = {n}; got index_offset={index_offset}"
+            )
+    return index_offset, fill_index
+
+
+def check_offset_tensor(name: str, off: torch.Tensor, index_dtype: torch.dtype, n: int) -> None:
+    """The range rule of :func:`check_index_scalars` for a per-row offset tensor.
+
+    On the CPU its values are read (free): a ValueError naming ``name``. On a device
+    they are not read on the host: with int32 output the check is a device-side
+    assertion (``torch._assert_async``, no sync; a failing one stops the process like
+    any device assert) instead of a silent wrap. With int64 output an int64 offset is
+    the caller's to keep within ``2**63 - N``."""
+    if off.numel() == 0:
+        return
+    lo, hi = _INDEX_RANGE[index_dtype]
+    if off.device.type == "cpu":
+        o = off.to(torch.int64)
+        if int(o.min()) < lo or int(o.max()) > hi - max(n - 1, 0):
+            kind = str(index_dtype).removeprefix("torch.")
+            raise ValueError(
+                f"{name} + position must fit index_dtype {kind} [{lo}, {hi}] for every "
+                f"position of a row of N = {n}; got {name} in "
+                f"[{int(o.min())}, {int(o.max())}]"
+            )
+    elif index_dtype == torch.int32 and off.device.type != "meta":
+        o = off.to(torch.int64)
+        ok = (o.amin() >= lo) & (o.amax() <= hi - max(n - 1, 0))
+        torch._assert_async(ok, f"{name} + position does not fit index_dtype int32")
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    span = 0
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        span += (size - 1) * abs(stride)
+    lo = t.data_ptr()
+    return lo, lo + (span + 1) * t.element_size()
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` may share memory: same storage and intersecting byte
+    ranges (exact for dense tensors; interleaved strided views count as overlapping).
+    From pointers and strides only: no device sync. A traced graph has no pointers
+    (and copies its results into ``out`` buffers after computing them): False."""
+    if torch.compiler.is_compiling() or a.numel() == 0 or b.numel() == 0 or a.device.type == "meta":
+        return False
+    if not torch._C._overlaps(a, b):  # different storages (cheap, in C++)
+        return False
+    a0, a1 = _extent(a)
+    b0, b1 = _extent(b)
+    return a0 < b1 and b0 < a1
+
+
+def check_no_overlap(name: str, out: torch.Tensor, inputs) -> None:
+    """ValueError when an output buffer shares memory with an input (as torch.topk's
+    ``out=`` refuses it): a kernel would read what it has already overwritten."""
+    for other, t in inputs:
+        if isinstance(t, torch.Tensor) and overlaps(out, t):
+            raise ValueError(
+                f"{name} overlaps {other} in memory; outputs must not share memory with "
+                f"inputs or with each other"
+            )
 
 
 def _check_int_vector(name: str, t: torch.Tensor, rows: int, device: torch.device) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or None; got {type(t).__name__}")
+    check_dense(name, t)
     if t.dtype not in _INDEX_DTYPES:
         raise TypeError(f"{name} must have dtype int32 or int64; got {t.dtype}")
     if t.dim() != 1 or t.shape[0] != rows:
@@ -34,6 +156,7 @@ def _check_out(
 ) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or None; got {type(t).__name__}")
+    check_dense(name, t)
     if tuple(t.shape) != shape:
         raise ValueError(f"{name} must have shape {list(shape)}; got {list(t.shape)}")
     if t.dtype != dtype:
@@ -58,6 +181,7 @@ def make_options(
     """Validate a row top-k call and return its :class:`TopkOptions`."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor; got {type(x).__name__}")
+    check_dense("x", x)
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [rows, N]; got {x.dim()}-D shape {list(x.shape)}")
     dev = x.device
@@ -70,8 +194,7 @@ def make_options(
         raise TypeError(f"k must be an int; got {type(k).__name__}")
     if k < 1:
         raise ValueError(f"k must be >= 1; got {k}")
-    if not isinstance(largest, bool):
-        raise TypeError(f"largest must be a bool; got {type(largest).__name__}")
+    largest = as_bool("largest", largest)
     order = Order.parse(order)
     if index_dtype not in _INDEX_DTYPES:
         raise TypeError(f"index_dtype must be torch.int32 or torch.int64; got {index_dtype}")
@@ -91,14 +214,10 @@ def make_options(
                 f"windows must satisfy 0 <= begin <= end <= N = {n}; "
                 f"row {r} has begin={int(b[r])}, end={int(e[r])}"
             )
+    index_offset, fill_index = check_index_scalars(index_offset, fill_index, index_dtype, n)
     if isinstance(index_offset, torch.Tensor):
         _check_int_vector("index_offset", index_offset, rows, dev)
-    elif index_offset is not None and (
-        isinstance(index_offset, bool) or not isinstance(index_offset, int)
-    ):
-        raise TypeError(f"index_offset must be an int, a tensor or None; got {index_offset!r}")
-    if isinstance(fill_index, bool) or not isinstance(fill_index, int):
-        raise TypeError(f"fill_index must be an int; got {type(fill_index).__name__}")
+        check_offset_tensor("index_offset", index_offset, index_dtype, n)
     if fill_value is not None and not isinstance(fill_value, (int, float)):
         raise TypeError(f"fill_value must be a number or None; got {type(fill_value).__name__}")
     return TopkOptions(
@@ -158,7 +277,9 @@ def topk_rows(
     >>> i.tolist(), v.tolist()
     ([[1, 3]], [[2.0, 2.0]])
     """
-    if torch.compiler.is_compiling():  # a traced graph sees one registered op
+    if torch.compiler.is_compiling() or _wants_grad(x) or _abstract(x):
+        # a traced graph sees one registered op; autograd needs its backward formula;
+        # meta and fake tensors its shape formula
         return _traced_topk_rows(
             x, k, largest, order, begin, end, index_offset, fill_value, fill_index,
             index_dtype, return_values, out_values, out_indices, backend,
@@ -175,12 +296,15 @@ def topk_rows(
         fill_index=fill_index,
         index_dtype=index_dtype,
     )
+    return_values = as_bool("return_values", return_values)
     rows = x.shape[0]
     dev = x.device
+    inputs = (("x", x), ("begin", begin), ("end", end), ("index_offset", index_offset))
     if out_indices is None:
         out_indices = torch.empty((rows, k), dtype=index_dtype, device=dev)
     else:
         _check_out("out_indices", out_indices, (rows, k), index_dtype, dev)
+        check_no_overlap("out_indices", out_indices, inputs)
     if not return_values:
         if out_values is not None:
             raise ValueError("out_values was given but return_values=False")
@@ -188,9 +312,23 @@ def topk_rows(
         out_values = torch.empty((rows, k), dtype=x.dtype, device=dev)
     else:
         _check_out("out_values", out_values, (rows, k), x.dtype, dev)
+        check_no_overlap("out_values", out_values, inputs + (("out_indices", out_indices),))
     run = _pick_backend(x, backend)
     run(x, k, opt, out_values, out_indices)
     return out_values, out_indices
+
+
+def _wants_grad(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled()
+
+
+def _abstract(x) -> bool:
+    """A tensor without data (meta device, or a FakeTensor outside torch.compile)."""
+    if not isinstance(x, torch.Tensor):
+        return False
+    if x.device.type == "meta":
+        return True
+    return type(x) is not torch.Tensor and isinstance(x, FakeTensor)
 
 
 def _traced_topk_rows(
@@ -200,7 +338,29 @@ def _traced_topk_rows(
     """:func:`topk_rows` under ``torch.compile``: the registered op
     ``deepselect::topk_rows`` (validated when it runs; its fill slots hold index -1,
     real ones an index >= 0), then the offset, fills and output buffers as tensor ops
-    a graph can hold. A forced ``backend`` runs eagerly outside the graph."""
+    a graph can hold. A forced ``backend`` runs eagerly outside the graph. Also the
+    eager path of an input that requires grad (the op's backward formula)."""
+    if _wants_grad(x):
+        if out_values is not None or out_indices is not None:
+            raise ValueError(
+                "out_values/out_indices cannot be used while x requires grad (an output "
+                "buffer is not differentiable); call under torch.no_grad() or drop them"
+            )
+        if backend is not None:
+            raise ValueError(
+                f"backend={backend!r} has no backward formula; leave backend=None while "
+                "x requires grad"
+            )
+        make_options(
+            x, k, largest=largest, order=order, begin=begin, end=end,
+            index_offset=index_offset, fill_value=fill_value, fill_index=fill_index,
+            index_dtype=index_dtype,
+        )  # fmt: skip
+        return_values = as_bool("return_values", return_values)
+    elif isinstance(x, torch.Tensor) and x.dim() == 2:  # host scalars: free to check
+        index_offset, fill_index = check_index_scalars(
+            index_offset, fill_index, index_dtype, x.shape[1]
+        )
     if backend is not None:
         return _eager_topk_rows(
             x, k, largest=largest, order=order, begin=begin, end=end,
@@ -208,13 +368,15 @@ def _traced_topk_rows(
             index_dtype=index_dtype, return_values=return_values, out_values=out_values,
             out_indices=out_indices, backend=backend,
         )  # fmt: skip
+    shifted = index_offset is not None or fill_index != -1
     v, i = torch.ops.deepselect.topk_rows(
-        x, k, largest, Order.parse(order).value, begin, end, index_dtype
-    )
+        x, k, largest, Order.parse(order).value, begin, end,
+        torch.int64 if shifted else index_dtype,
+    )  # fmt: skip
     real = i >= 0
-    if index_offset is not None:
+    if index_offset is not None:  # in int64: the range rule was checked above
         i = i + (index_offset[:, None] if isinstance(index_offset, torch.Tensor) else index_offset)
-    if index_offset is not None or fill_index != -1:
+    if shifted:
         i = torch.where(real, i, torch.full_like(i, fill_index)).to(index_dtype)
     if fill_value is not None:
         v = torch.where(real, v, torch.full_like(v, fill_value))

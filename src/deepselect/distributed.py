@@ -4,9 +4,13 @@ Each rank holds a ``[rows, n_r]`` shard of every row (shards of any, uneven, eve
 empty sizes; rank r's shard starts at global position ``n_0 + ... + n_{r-1}``). The
 exact global top-k is found with one small exchange instead of gathering the rows:
 
-1. **Offsets.** The shard sizes are gathered once (``all_gather`` of one int64 pair
-   per rank — a tiny collective) unless the caller passes ``shard_sizes``; a rank's
-   offset is the exclusive prefix sum. It stays on the device.
+1. **Metadata.** One tiny ``all_gather`` of a small int64 vector per rank (rows,
+   dtype, k, order, largest, index dtype, window presence, dst, the shard size and
+   any ``shard_sizes`` claim) before any data moves. Every rank checks the same
+   table, so every rank raises the same error or none does: a call that differs
+   between ranks, or that one rank refuses, never leaves a rank waiting in a
+   collective or returns garbage. A rank's offset is the exclusive prefix sum of the
+   gathered sizes; it stays on the device.
 2. **Local select.** Every rank takes its shard's exact top-k with
    :func:`deepselect.topk_rows` in *index order*, with the shard offset added, so the
    candidates carry global indices. Any element of the global top-k is in its shard's
@@ -34,7 +38,14 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from .api import topk_rows
+from .api import (
+    _check_int_vector,
+    as_bool,
+    check_dense,
+    check_index_scalars,
+    check_offset_tensor,
+    topk_rows,
+)
 from .options import Order, TopkOptions
 
 __all__ = ["topk", "merge_candidates", "exchange_bytes", "gather_bytes"]
@@ -145,59 +156,91 @@ def merge_candidates(
     return out_bits.view(dtype), out_idx.to(opt.index_dtype)
 
 
-def _check(x_local, k, order, index_dtype, dst, group, shard_sizes):
+_DTYPE_CODE = {torch.bfloat16: 1, torch.float16: 2, torch.float32: 3, torch.float64: 4}
+_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
+_INDEX_CODE = {torch.int32: 32, torch.int64: 64}
+# What every rank must agree on, in the order it is checked: the metadata's columns
+# after "refused"; then come each rank's shard size and its shard_sizes claim.
+_AGREED = ("rows", "dtype", "k", "order", "largest", "index_dtype", "begin", "end", "dst")
+_AGREED_NAMES = {"begin": "whether begin is given", "end": "whether end is given"}
+
+
+def _validate(x_local, k, largest, order, begin, end, index_offset, fill_value, fill_index,
+              index_dtype, dst, world, shard_sizes):  # fmt: skip
+    """This rank's own argument checks (no collective): raises what is wrong here."""
     if not isinstance(x_local, torch.Tensor):
         raise TypeError(f"x_local must be a torch.Tensor; got {type(x_local).__name__}")
+    check_dense("x_local", x_local)
     if x_local.dim() != 2:
         raise ValueError(f"x_local must be 2-D [rows, n_r]; got shape {list(x_local.shape)}")
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k must be an int; got {type(k).__name__}")
     if k < 1:
         raise ValueError(f"k must be >= 1; got {k}")
+    as_bool("largest", largest)
     Order.parse(order)
     if index_dtype not in (torch.int32, torch.int64):
         raise TypeError(f"index_dtype must be torch.int32 or torch.int64; got {index_dtype}")
-    if not dist.is_available() or not dist.is_initialized():
-        raise ValueError("torch.distributed must be initialised (init_process_group) first")
-    world = dist.get_world_size(group)
+    rows = x_local.shape[0]
+    for name, t in (("begin", begin), ("end", end)):
+        if t is not None:
+            _check_int_vector(name, t, rows, x_local.device)
+    if isinstance(index_offset, torch.Tensor):
+        _check_int_vector("index_offset", index_offset, rows, x_local.device)
+    check_index_scalars(index_offset, fill_index, index_dtype, 0)  # types; ranges later
+    if fill_value is not None and not isinstance(fill_value, (int, float)):
+        raise TypeError(f"fill_value must be a number or None; got {type(fill_value).__name__}")
     if dst is not None and (isinstance(dst, bool) or not isinstance(dst, int)):
         raise TypeError(f"dst must be an int rank of the group or None; got {dst!r}")
-    if dst is not None and not 0 <= dst < world:
+    if world is not None and dst is not None and not 0 <= dst < world:
         raise ValueError(f"dst must be a rank of the group, 0 <= dst < {world}; got {dst}")
-    if shard_sizes is not None:
+    if world is not None and shard_sizes is not None:
         sizes = list(shard_sizes)
         if len(sizes) != world or any(isinstance(s, bool) or not isinstance(s, int) for s in sizes):
             raise ValueError(f"shard_sizes must be {world} ints (one per rank); got {sizes!r}")
-        rank = dist.get_rank(group)
-        if sizes[rank] != x_local.shape[1]:
-            raise ValueError(
-                f"shard_sizes[{rank}] = {sizes[rank]} but x_local has {x_local.shape[1]} columns"
-            )
-    return world
 
 
-def _shard_offset(
-    x_local: torch.Tensor, group, world: int, shard_sizes: Sequence[int] | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """This rank's global offset and the global row length, as int64 device scalars."""
-    dev = x_local.device
-    rank = dist.get_rank(group)
+def _metadata(x_local, k, largest, order, begin, end, index_dtype, dst, world, shard_sizes,
+              refused: bool) -> list[int]:  # fmt: skip
+    """This rank's row of the metadata exchange (all -1 after a refusal)."""
+    if refused:
+        return [1] + [-1] * (len(_AGREED) + 1 + world)
     rows, n = x_local.shape
-    if shard_sizes is not None:
-        sizes = torch.tensor(list(shard_sizes), dtype=torch.int64, device=dev)
-    else:
-        both = _all_gather(torch.tensor([rows, n], dtype=torch.int64, device=dev), world, group)
-        both = both.view(world, 2)
-        # host data already: checking costs no device sync (nor a traced graph a branch)
-        if dev.type == "cpu" and not torch.compiler.is_compiling():
-            if bool((both[:, 0] != rows).any()):
-                raise ValueError(
-                    f"x_local must have the same number of rows on every rank; "
-                    f"got {both[:, 0].tolist()}"
-                )
-        sizes = both[:, 1]
-    starts = sizes.cumsum(0) - sizes
-    return starts[rank], sizes.sum()
+    claim = list(shard_sizes) if shard_sizes is not None else [-1] * world
+    return [
+        0, rows, _DTYPE_CODE.get(x_local.dtype, 0), k, _ORDER_CODE[Order.parse(order)],
+        int(bool(largest)), _INDEX_CODE[index_dtype], int(begin is not None),
+        int(end is not None), -1 if dst is None else dst, n, *claim,
+    ]  # fmt: skip
+
+
+def _agree(table: list[list[int]], local_error: Exception | None) -> None:
+    """Raise on every rank alike when a rank refused its arguments or the ranks' calls
+    differ (``table``: every rank's :func:`_metadata` row, the same on every rank)."""
+    if local_error is not None:
+        raise local_error
+    refused = [r for r, row in enumerate(table) if row[0]]
+    if refused:
+        raise ValueError(
+            f"rank {refused[0]} of the group refused its arguments (its own error says "
+            f"why); no rank moved any data"
+        )
+    for j, name in enumerate(_AGREED, start=1):
+        got = [row[j] for row in table]
+        if len(set(got)) == 1:
+            continue
+        if name == "rows":
+            raise ValueError(f"x_local must have the same number of rows on every rank; got {got}")
+        what = _AGREED_NAMES.get(name, name)
+        raise ValueError(f"{what} must be the same on every rank; got {got} (by rank)")
+    j = len(_AGREED) + 1
+    sizes = [row[j] for row in table]
+    for r, row in enumerate(table):
+        claim = row[j + 1 :]
+        if claim[0] != -1 and claim != sizes:
+            raise ValueError(
+                f"shard_sizes on rank {r} = {claim} but the shards have {sizes} columns"
+            )
 
 
 def topk(
@@ -236,8 +279,17 @@ def topk(
             must then stay below 2**31).
         dst: rank of the group that receives the result (a ``gather`` instead of an
             ``all_gather``); the others return None. Default: every rank gets it.
-        shard_sizes: the ``n_r`` of every rank, if known on the host; skips the
-            all_gather of the sizes.
+        shard_sizes: the ``n_r`` of every rank, if known on the host; checked against
+            the gathered sizes (a ValueError on every rank when they differ).
+
+    Raises:
+        ValueError / TypeError: on every rank alike, after the metadata exchange, when
+            any rank's arguments are wrong or the ranks disagree on rows, dtype, k,
+            order, largest, index_dtype, window presence, dst or the shard sizes
+            (checked on the host: on CUDA the exchange's table costs one tiny copy to
+            the host; while ``torch.compile`` traces, only the tracing rank's own
+            checks run). Floats for ``index_offset`` / ``fill_index`` are a TypeError
+            (never truncated); indices that cannot fit ``index_dtype`` a ValueError.
 
     Returns:
         ``(values [rows, k], indices [rows, k])`` with global indices — bit-identical
@@ -249,10 +301,51 @@ def topk(
         x_local = logits[:, start:stop]            # this rank's vocabulary slice
         v, i = deepselect.distributed.topk(x_local, 512, order="value")
     """
-    world = _check(x_local, k, order, index_dtype, dst, group, shard_sizes)
+    ready = dist.is_available() and dist.is_initialized()
+    world = dist.get_world_size(group) if ready else None
+    args = (x_local, k, largest, order, begin, end, index_offset, fill_value, fill_index,
+            index_dtype, dst, world, shard_sizes)  # fmt: skip
+    if not ready:  # no group to tell: this rank's own errors first
+        _validate(*args)
+        raise ValueError("torch.distributed must be initialised (init_process_group) first")
+    rank = dist.get_rank(group)
+    # a traced graph or a CUDA-graph capture cannot raise on a gathered table: there
+    # only this rank's own checks run
+    compiling = torch.compiler.is_compiling() or (
+        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    )
+    local_error = None
+    if compiling:  # traced or captured from an accepted call: no refusals to exchange
+        _validate(*args)
+    else:
+        try:
+            _validate(*args)
+        except (TypeError, ValueError) as exc:
+            local_error = exc
+    if isinstance(x_local, torch.Tensor):
+        dev = x_local.device
+    elif dist.get_backend(group) == "nccl":
+        dev = torch.device("cuda", torch.cuda.current_device())
+    else:
+        dev = torch.device("cpu")
+    # One small exchange before any data moves: every rank checks the same table, so
+    # all raise the same error or none does (no rank is left waiting in a collective).
+    meta = _metadata(x_local, k, largest, order, begin, end, index_dtype, dst, world,
+                     shard_sizes, local_error is not None)  # fmt: skip
+    table = _all_gather(torch.tensor(meta, dtype=torch.int64, device=dev), world, group)
+    if not compiling:
+        host = table.tolist()  # a CUDA table: one tiny copy to the host
+        _agree(host, local_error)
+    largest = as_bool("largest", largest)
     rows, n = x_local.shape
-    dev = x_local.device
-    offset, total = _shard_offset(x_local, group, world, shard_sizes)
+    sizes = table[:, len(_AGREED) + 1]
+    starts = sizes.cumsum(0) - sizes
+    offset, total = starts[rank], sizes.sum()
+    if not compiling:  # the range rule with the global row length, on every rank alike
+        n_total = sum(row[len(_AGREED) + 1] for row in host)
+        check_index_scalars(index_offset, fill_index, index_dtype, n_total)
+        if isinstance(index_offset, torch.Tensor):
+            check_offset_tensor("index_offset", index_offset, index_dtype, n_total)
 
     if begin is not None or end is not None:
         if dev.type == "cpu" and not torch.compiler.is_compiling():

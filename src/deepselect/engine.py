@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import torch
 
-from .api import topk_rows
+from .api import check_dense, check_offset_tensor, topk_rows
 from .options import Order, TopkOptions
 
 _INT_DTYPES = (torch.int32, torch.int64)
+_SCORE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+# Slots are int32: a page id p is usable while p * page_size + page_size - 1 fits.
+_INT32_MAX = 2**31 - 1
+_MAX_PAGE_SIZE = 2**30
 _MASK32 = 0xFFFFFFFF
 # Odd multipliers below 2**31, so a 32-bit value times one stays below 2**63 and the
 # int64 products never overflow (torch has no uint64 arithmetic on every device).
@@ -37,6 +41,7 @@ _GOLDEN = 0x9E3779B9
 def _check_vector(name: str, t, rows: int, device: torch.device, dtypes=_INT_DTYPES) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+    check_dense(name, t)
     if t.dtype not in dtypes:
         names = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
         raise TypeError(f"{name} must have dtype {names}; got {t.dtype}")
@@ -55,6 +60,7 @@ def _check_k_int(k) -> int:
 def _check_2d_float(name: str, x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    check_dense(name, x)
     if x.dim() != 2:
         raise ValueError(f"{name} must be 2-D [rows, V]; got shape {list(x.shape)}")
     if not x.dtype.is_floating_point:
@@ -123,8 +129,13 @@ def indexer_topk(
     """
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"scores must be a torch.Tensor; got {type(scores).__name__}")
+    check_dense("scores", scores)
     if scores.dim() != 2:
         raise ValueError(f"scores must be 2-D [rows, max_len]; got shape {list(scores.shape)}")
+    allowed = _SCORE_DTYPES if _on_cpu(scores) else _SCORE_DTYPES[:3]
+    if scores.dtype not in allowed:
+        names = ", ".join(str(d).removeprefix("torch.") for d in allowed)
+        raise TypeError(f"scores must have dtype {names}; got {scores.dtype}")
     k = _check_k_int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1; got {k}")
@@ -135,6 +146,8 @@ def indexer_topk(
         _check_vector("starts", starts, rows, dev)
     if ragged_offsets is not None:
         _check_vector("ragged_offsets", ragged_offsets, rows, dev)
+        if _on_cpu(ragged_offsets):  # on a device topk_rows asserts it (index_offset)
+            check_offset_tensor("ragged_offsets", ragged_offsets, torch.int32, max_len)
         if page_table is not None:
             raise ValueError(
                 "ragged_offsets and page_table are exclusive: a position is either shifted "
@@ -162,8 +175,10 @@ def indexer_topk(
             raise ValueError("page_size is required with page_table")
         if isinstance(page_size, bool) or not isinstance(page_size, int):
             raise TypeError(f"page_size must be an int; got {type(page_size).__name__}")
-        if page_size < 1 or page_size & (page_size - 1):
-            raise ValueError(f"page_size must be a power of two (1, 2, 4, ...); got {page_size}")
+        if page_size < 1 or page_size & (page_size - 1) or page_size > _MAX_PAGE_SIZE:
+            raise ValueError(
+                f"page_size must be a power of two (1, 2, 4, ... 2**30); got {page_size}"
+            )
         if row_to_batch is not None:
             _check_vector("row_to_batch", row_to_batch, rows, dev)
         elif page_table.shape[0] != rows:
@@ -214,7 +229,8 @@ def indexer_topk(
         from .triton_backend import PageMap, run_triton
 
         res = out if out is not None else torch.empty((rows, k), dtype=torch.int32, device=dev)
-        table = page_table if page_table.stride(1) == 1 else page_table.contiguous()
+        table = _guarded_table(page_table, page_size)
+        table = table if table.stride(1) == 1 else table.contiguous()
         opt = TopkOptions(order=order, begin=begin, end=end, fill_index=-1)
         run_triton(scores, k, opt, None, res, page=PageMap(table, page_size, row_to_batch))
         return res
@@ -242,6 +258,7 @@ def indexer_topk(
                 f"page_table covers {max_pages} pages of {page_size} = "
                 f"{max_pages * page_size} positions; some row reaches past that"
             )
+        _check_pages_cpu(page_table, page_size, batch, begin, end)
     valid = pos >= 0
     p = pos.clamp(min=0)
     shift = page_size.bit_length() - 1
@@ -252,12 +269,54 @@ def indexer_topk(
         phys = torch.zeros_like(p)
     else:
         phys = page_table.reshape(-1).to(torch.int64)[flat.reshape(-1)].view_as(p)
-    slot = phys * page_size + (p & (page_size - 1))
+    within = p & (page_size - 1)
+    slot = phys * page_size + within
+    bad = valid & ((phys < 0) | (phys >= _page_cap(page_size)))
+    # a bad id under a real position: -2**31 + p % page_size, as the fused kernels write
+    slot = torch.where(bad, within - 2**31, slot)
     result = torch.where(valid, slot, torch.full_like(slot, -1)).to(torch.int32)
     if out is None:
         return result
     out.copy_(result)
     return out
+
+
+def _check_pages_cpu(table, page_size: int, batch, begin, end) -> None:
+    """ValueError unless every page under a valid position of a row (its window
+    ``[begin, end)``) has an id in ``[0, 2**31 / page_size)``: one whose slots fit int32."""
+    rows = batch.shape[0]
+    shift = page_size.bit_length() - 1
+    b = begin.to(torch.int64) if begin is not None else torch.zeros(rows, dtype=torch.int64)
+    e = end.to(torch.int64)
+    cols = torch.arange(table.shape[1])[None, :]
+    under = (cols >= (b >> shift)[:, None]) & (cols <= ((e - 1) >> shift)[:, None])
+    under &= (e > b)[:, None]
+    ids = table.to(torch.int64)[batch]
+    bad = under & ((ids < 0) | (ids >= _page_cap(page_size)))
+    if bool(bad.any()):
+        r, c = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"page_table ids under a row's valid positions must lie in [0, "
+            f"{_page_cap(page_size) - 1}] (int32 slots of page_size {page_size}); row {r} "
+            f"reads page {c} with id {int(ids[r, c])}"
+        )
+
+
+def _page_cap(page_size: int) -> int:
+    """The first page id whose slots do not fit int32."""
+    return 2**31 // page_size
+
+
+def _guarded_table(table: torch.Tensor, page_size: int) -> torch.Tensor:
+    """``table`` with every id that has no int32 slots (negative, or ``>= 2**31 /
+    page_size``) replaced by one whose slot the kernels' int32 store turns into
+    ``-2**31 + p % page_size``: distinct from the fill -1 and from every real slot.
+    Three elementwise passes over the (small) table, on its device, no sync."""
+    cap = _page_cap(page_size)
+    if page_size == 1:  # every non-negative int32 id fits; -2**31 is its own slot
+        return torch.where(table < 0, -(2**31), table)
+    # cap * page_size = 2**31, which the int32 store wraps to -2**31
+    return torch.where(table < 0, cap, table.clamp(max=cap))
 
 
 def _fused_pages(scores: torch.Tensor, k: int, out: torch.Tensor | None) -> bool:
@@ -335,10 +394,31 @@ def top_k_mask_logits(logits: torch.Tensor, k: int | torch.Tensor, *, k_max: int
     """
     _check_2d_float("logits", logits)
     keep = _keep_mask(logits, k, k_max)
+    if logits.requires_grad and torch.is_grad_enabled():
+        return _MaskLogits.apply(logits, keep)
+    return _masked(logits, keep)
+
+
+def _masked(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     # Select on bit patterns: a float where() may rewrite NaN payloads on the CPU.
     ninf = torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device)
     bits = torch.where(keep, _int_view(logits.contiguous()), _int_view(ninf.reshape(1)))
     return bits.view(logits.dtype)
+
+
+class _MaskLogits(torch.autograd.Function):
+    """:func:`top_k_mask_logits` with its gradient: through the kept entries, zero
+    through the masked ones (the mask is piecewise constant in the logits)."""
+
+    @staticmethod
+    def forward(ctx, logits, keep):
+        ctx.save_for_backward(keep)
+        return _masked(logits, keep)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, grad, torch.zeros((), dtype=grad.dtype, device=grad.device)), None
 
 
 def top_k_renorm_probs(probs: torch.Tensor, k: int | torch.Tensor, *, k_max: int | None = None):
@@ -458,12 +538,22 @@ def top_k_sampling_from_logits(
         _, cols = topk_rows(
             logits, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
         )
-        scores = logits.gather(1, cols).to(torch.float32) / temp
+        base = logits.gather(1, cols).to(torch.float32)
     else:
         cols = torch.arange(v, dtype=torch.int64, device=logits.device)[None, :]
-        scores = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32) / temp
+        base = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32)
+    scores = base / temp
+    # A row without a distribution (its largest scaled logit not finite: all kept
+    # logits -inf, a NaN or +inf among them, or logit / temperature past fp32) takes
+    # its top-1: the largest kept logit, NaN largest, ties to the lowest column.
+    top = torch.argmax(base, dim=1)
     if seeds is not None:  # Gumbel-max
-        pick = torch.argmax(scores - torch.log(-torch.log(_uniform_at(seeds, cols))), dim=1)
+        best, pick = torch.max(scores - torch.log(-torch.log(_uniform_at(seeds, cols))), dim=1)
+        pick = torch.where(torch.isfinite(best), pick, top)
     else:
-        pick = torch.multinomial(torch.softmax(scores, dim=1), 1, generator=generator)
+        degenerate = ~torch.isfinite(scores.amax(dim=1))
+        probs = torch.softmax(scores, dim=1)
+        probs = torch.where(degenerate[:, None], 0.0, probs)
+        probs.scatter_add_(1, top[:, None], degenerate[:, None].to(probs.dtype))
+        pick = torch.multinomial(probs, 1, generator=generator)
     return cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)

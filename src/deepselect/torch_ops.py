@@ -24,9 +24,12 @@ from __future__ import annotations
 import operator
 import warnings
 
+import numpy as np
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
+from torch.overrides import handle_torch_function, has_torch_function_unary
 
-from .api import topk_rows
+from .api import _abstract, overlaps, topk_rows
 from .keys import SUPPORTED_DTYPES
 from .options import TopkOptions
 
@@ -185,9 +188,12 @@ def _as_int(name: str, value, position: str) -> int:
     raise TypeError(f"topk(): argument '{name}'{position} must be int, not {type(value).__name__}")
 
 
-def _check_bool(name: str, value) -> None:
-    if value is not True and value is not False:
-        raise TypeError(f"topk(): argument '{name}' must be bool, not {type(value).__name__}")
+def _check_bool(name: str, value) -> bool:
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):  # what numpy comparisons give
+        return bool(value)
+    raise TypeError(f"topk(): argument '{name}' must be bool, not {type(value).__name__}")
 
 
 def _check_out(out, input: torch.Tensor, shape: tuple) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,6 +209,15 @@ def _check_out(out, input: torch.Tensor, shape: tuple) -> tuple[torch.Tensor, to
             "differentiation, but one of the arguments requires grad."
         )
     values, indices = out
+    for name, t in (("values", values), ("indices", indices)):
+        if overlaps(t, input):
+            raise TopkValueError(
+                f"topk(): out {name} overlaps input in memory (unsupported operation: some "
+                f"elements of the input tensor and the written-to tensor refer to a single "
+                f"memory location)"
+            )
+    if overlaps(values, indices):
+        raise TopkValueError("topk(): out values and out indices overlap in memory")
     for name, t, dtype in (("values", values, input.dtype), ("indices", indices, torch.int64)):
         if t.dtype != dtype:
             raise TopkTypeError(
@@ -280,13 +295,21 @@ def topk(
         raise TypeError(
             f"topk(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}"
         )
+    if has_torch_function_unary(input):  # a __torch_function__ subclass sees this call
+        return handle_torch_function(
+            topk, (input,), input, k, dim=dim, largest=largest, sorted=sorted, out=out
+        )
     k = _as_int("k", k, " (position 2)")
     dim = _as_int("dim", dim, "")
-    _check_bool("largest", largest)
-    _check_bool("sorted", sorted)
+    largest = _check_bool("largest", largest)
+    sorted = _check_bool("sorted", sorted)
+    if input.layout != torch.strided:
+        raise TypeError(
+            f"topk(): argument 'input' must be a dense (strided) tensor; got layout {input.layout}"
+        )
     dtype = input.dtype
     device_type = input.device.type
-    if dtype not in (_ROW_DTYPES_CPU if device_type == "cpu" else SUPPORTED_DTYPES):
+    if dtype not in (_ROW_DTYPES_CPU if device_type in ("cpu", "meta") else SUPPORTED_DTYPES):
         return torch.topk(input, k, dim, largest, sorted, out=out)
 
     nd = input.dim()
@@ -308,6 +331,11 @@ def topk(
             f"topk(): selected index k out of range: k must be in [0, {n}] "
             f"(the size of dim {dim}); got k={k}"
         )
+    if not torch.compiler.is_compiling() and is_functorch_wrapped_tensor(input):
+        # vmap, grad, jvp, jacrev: composable ops
+        if out is not None:
+            raise TopkValueError("topk(): out= is not supported under torch.func transforms")
+        return _sorted_topk(input, k, dim, largest, sorted)
     kk = 1 if nd == 0 else k  # a 0-d input gives its element back, for k = 0 as for k = 1
     rows = 1
     for s in lead:
@@ -327,7 +355,7 @@ def topk(
     if out is not None:
         shape = () if nd == 0 else tuple(input.shape[:d]) + (k,) + tuple(input.shape[d + 1 :])
         ov, oi = _check_out(out, input, shape)
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or torch.jit.is_tracing() or _abstract(input):
             v2, i2 = topk_rows_op(x2, kk, largest, order, None, None, torch.int64)
             ov.copy_(_unflatten(v2, d, nd, lead))
             oi.copy_(_unflatten(i2, d, nd, lead))
@@ -342,11 +370,31 @@ def topk(
             oi.copy_(_unflatten(i2, d, nd, lead))
         return torch.return_types.topk((ov, oi))
 
-    if torch.compiler.is_compiling() or (input.requires_grad and torch.is_grad_enabled()):
+    if (
+        torch.compiler.is_compiling()
+        or (input.requires_grad and torch.is_grad_enabled())
+        or torch.jit.is_tracing()
+        or _abstract(input)
+    ):  # the registered op: autograd, traces, meta and fake tensors see one node
         v2, i2 = topk_rows_op(x2, kk, largest, order, None, None, torch.int64)
     else:
         v2, i2 = _rows(x2, kk, largest, order)
     return torch.return_types.topk((_unflatten(v2, d, nd, lead), _unflatten(i2, d, nd, lead)))
+
+
+def _sorted_topk(
+    input: torch.Tensor, k: int, dim: int, largest: bool, sorted: bool
+) -> torch.return_types.topk:
+    """The same selection from composable torch ops, for the torch.func transforms
+    (vmap, grad, jvp, jacrev), which cannot see inside the kernels: a stable sort keeps
+    tied elements in index order (ties to the lowest index) and puts NaN above +inf,
+    so its first k are exactly deepselect's, sorted. O(N log N): a fallback, not the
+    fast path."""
+    if input.dim() == 0:
+        zero = torch.zeros((), dtype=torch.int64, device=input.device)
+        return torch.return_types.topk((input.clone(), zero))
+    v, i = torch.sort(input, dim=dim, descending=largest, stable=True)
+    return torch.return_types.topk((v.narrow(dim, 0, k), i.narrow(dim, 0, k)))
 
 
 def _unflatten(t2: torch.Tensor, d: int, nd: int, lead: tuple) -> torch.Tensor:

@@ -1,0 +1,290 @@
+"""Seeded fuzz of ``topk_rows`` on the GPU against the oracle, bit for bit.
+
+Each case draws a shape next to one of the dispatch boundaries (row length, k,
+batch, window), a dtype, an order, the options and an adversarial distribution, runs
+``deepselect.topk_rows`` on the device and compares it with ``oracle_topk`` on the
+CPU. The boundaries are read by name from the dispatch modules at run time
+(``triton_backend``: MAX_FAST_K, SHORT_SAMPLE_N, ...; ``triton_short``: the short
+path's ``nmax``, segment sizes, ...), so a retuned constant moves the fuzz with it.
+
+A case is a pure function of ``(seed, case number)``: a failure names both and
+the command that replays it. Environment:
+
+* ``DEEPSELECT_FUZZ_CASES`` — how many cases (default 300); the first N cases of
+  any run are the same, so ``DEEPSELECT_FUZZ_CASES=200`` is "the first 200";
+* ``DEEPSELECT_FUZZ_SEED`` — the base seed (default 0);
+* ``DEEPSELECT_FUZZ_START`` — the first case number to run (default 0).
+
+GPU suite::
+
+    python -m pytest -p no:cacheprovider -q tests/test_fuzz_gpu.py -m gpu
+
+memcheck of the first 200 cases::
+
+    DEEPSELECT_FUZZ_CASES=200 compute-sanitizer --tool memcheck \\
+        python -m pytest -p no:cacheprovider -q tests/test_fuzz_gpu.py -m gpu
+
+Without CUDA the same generator and comparison run on CPU tensors (the CPU backend)
+for a few small cases, so CI checks the fuzz itself.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from helpers import assert_same_topk
+
+import deepselect
+from deepselect.distributions import KINDS, make
+from deepselect.options import Order, TopkOptions
+
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+ORDERS = ("none", "value", "index")
+
+# (module, name) of the dispatch constants the shapes are drawn around: k limits
+# (a k of the constant and its neighbours) and row lengths (in elements).
+K_BOUNDS = (
+    ("triton_backend", "MAX_FAST_K"),
+    ("triton_backend", "CROWDED_MAX_K"),
+    ("triton_backend", "SHORT_SAMPLE_MAX_K"),
+    ("triton_backend", "W32_MID_MAX_K32"),
+    ("triton_backend", "W32_MID_MAX_K16"),
+)
+N_BOUNDS = (("triton_backend", "SHORT_SAMPLE_N"),)
+SHORT_CONFIG_N = ("nmax", "seg_max", "min_seg")  # fields of triton_short's ShortConfig
+SHORT_CONFIG_BYTES = ("mid_bytes", "long_bytes")  # row sizes in bytes
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"deepselect.{name}")
+
+
+def boundaries(dtype: torch.dtype, k: int = 512) -> tuple[list[int], list[int]]:
+    """``(row lengths, ks)`` at the dispatch boundaries for ``dtype``, read by name."""
+    tb = _module("triton_backend")
+    ts = _module("triton_short")
+    ks = [getattr(_module(m), n) for m, n in K_BOUNDS]
+    ns = [getattr(_module(m), n) for m, n in N_BOUNDS]
+    short = ts.ShortConfig()
+    ns += [getattr(short, f) for f in SHORT_CONFIG_N]
+    ks.append(short.nmax)  # above it the short path takes no k
+    size = torch.empty((), dtype=dtype).element_size()
+    ns += [getattr(short, f) // size for f in SHORT_CONFIG_BYTES]
+    cfg = tb.launch_config(dtype, k)  # the stream kernel's block and buffer
+    w32_from = tb.LaunchConfig.__dataclass_fields__["w32_from"].default or 0
+    ns += [cfg.B, 2 * cfg.B, tb.W32_MID_BLOCKS * cfg.B, w32_from * cfg.B, cfg.CAP]
+    return sorted(set(ns)), sorted(set(ks))
+
+
+def _sm_count(device: str) -> int:
+    if device == "cuda":
+        return torch.cuda.get_device_properties(0).multi_processor_count
+    return 4  # what the dispatch assumes off the GPU
+
+
+@dataclass
+class Case:
+    number: int
+    seed: int
+    rows: int
+    n: int
+    k: int
+    dtype: torch.dtype
+    kind: str
+    largest: bool
+    order: str
+    index_dtype: torch.dtype
+    return_values: bool
+    window: str  # "none", "begin", "end", "both"
+    offset: str  # "none", "scalar", "tensor"
+    fill: bool
+    strided: bool
+    out: bool
+    near: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        dt = str(self.dtype).removeprefix("torch.")
+        it = str(self.index_dtype).removeprefix("torch.")
+        return (
+            f"case {self.number} (seed {self.seed}): [{self.rows}, {self.n}] {dt} k={self.k} "
+            f"{self.kind} largest={self.largest} order={self.order} {it} "
+            f"values={self.return_values} window={self.window} offset={self.offset} "
+            f"fill={self.fill} strided={self.strided} out={self.out} near {self.near}"
+        )
+
+
+def _near(rng: random.Random, v: int) -> int:
+    return max(0, v + rng.choice((-1, 0, 0, 1)))
+
+
+def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: int) -> Case:
+    """Case ``number`` of the fuzz with ``base_seed``: a pure function of both (and of
+    the size caps and the dispatch constants)."""
+    seed = base_seed * 1_000_003 + number
+    rng = random.Random(seed)
+    dtype = DTYPES[number % len(DTYPES)]
+    kind = KINDS[(number // len(DTYPES)) % len(KINDS)]
+    ns, ks = boundaries(dtype)
+    sm = _sm_count(device)
+    n_choices = [n for n in ns if n <= max_elems] or [max_elems]
+    k_choices = [k for k in ks if k <= max_k]
+    what = rng.choice(("n", "n", "k", "rows", "small"))
+    if what == "n":
+        b = rng.choice(n_choices)
+        n, near = _near(rng, b), f"N={b}"
+        k = rng.choice([1, 2, 3, 64, rng.randint(1, min(max_k, 600))])
+    elif what == "k" and k_choices:
+        b = rng.choice(k_choices)
+        k, near = _near(rng, b) or 1, f"k={b}"
+        n = rng.choice([k - 1, k, k + 1, 2 * k + 5, rng.choice(n_choices)])
+    elif what == "rows":
+        b = rng.choice((1, 2, sm, 2 * sm, 3 * sm))
+        n, near = rng.choice((17, 300, 1000, 4096)), f"rows={b}"
+        k = rng.choice((1, 8, 64, 300))
+        rows = _near(rng, b) or 1
+    else:
+        n, near = rng.choice((0, 1, 2, 5, 31, 100, rng.randint(1, 3000))), "small"
+        k = rng.choice((1, 2, 3, n, n + 1, n + 7))
+    k = max(1, min(k, max_k))
+    n = max(0, min(n, max_elems))
+    if what != "rows":
+        rows = rng.choice((1, 1, 2, 3, 6, 17))
+    rows = max(1, min(rows, max(1, max_elems // max(n, 1))))
+    return Case(
+        number=number,
+        seed=seed,
+        rows=rows,
+        n=n,
+        k=k,
+        dtype=dtype,
+        kind=kind,
+        largest=rng.random() < 0.6,
+        order=rng.choice(ORDERS),
+        index_dtype=rng.choice((torch.int32, torch.int64)),
+        return_values=rng.random() < 0.8,
+        window=rng.choice(("none", "none", "begin", "end", "both")),
+        offset=rng.choice(("none", "none", "scalar", "tensor")),
+        fill=rng.random() < 0.2,
+        strided=rng.random() < 0.15,
+        out=rng.random() < 0.2,
+        near=near,
+    )
+
+
+def run_case(c: Case, device: str) -> None:
+    """Run case ``c`` on ``device`` and compare it with the oracle, bit for bit."""
+    rng = random.Random(c.seed + 1)
+    g = torch.Generator().manual_seed(c.seed)
+    full = make(c.kind, c.rows, c.n + (3 if c.strided else 0), c.dtype, seed=c.seed)
+    x = full[:, 3:] if c.strided else full  # rows that start off their natural alignment
+    begin = end = None
+    if c.window in ("begin", "both"):
+        begin = torch.randint(0, c.n + 1, (c.rows,), generator=g)
+    if c.window in ("end", "both"):
+        lo = begin if begin is not None else torch.zeros(c.rows, dtype=torch.int64)
+        end = lo + torch.randint(0, c.n + 1, (c.rows,), generator=g)
+        end = torch.minimum(end, torch.tensor(c.n))
+        if rng.random() < 0.5 and c.rows:
+            end[0] = lo[0]  # an empty window
+    index_offset = None
+    if c.offset == "scalar":
+        index_offset = rng.randint(-1000, 1000)
+    elif c.offset == "tensor":
+        index_offset = torch.randint(0, 10**6, (c.rows,), generator=g)
+    kw = dict(
+        largest=c.largest,
+        order=c.order,
+        begin=begin,
+        end=end,
+        index_offset=index_offset,
+        index_dtype=c.index_dtype,
+    )
+    if c.fill:
+        kw.update(fill_value=-7.5, fill_index=-3)
+    opt = TopkOptions(**{**kw, "order": Order(c.order)})
+    want = deepselect.oracle_topk(x, c.k, opt)
+
+    def dev(t):
+        return t.to(device) if isinstance(t, torch.Tensor) else t
+
+    xd = full.to(device)[:, 3:] if c.strided else x.to(device)
+    dkw = {key: dev(v) for key, v in kw.items()}
+    out = {}
+    if c.out:
+        out["out_indices"] = torch.empty((c.rows, c.k), dtype=c.index_dtype, device=device)
+        if c.return_values:
+            out["out_values"] = torch.empty((c.rows, c.k), dtype=c.dtype, device=device)
+    got = deepselect.topk_rows(xd, c.k, return_values=c.return_values, **dkw, **out)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    if c.out:
+        assert got[1].data_ptr() == out["out_indices"].data_ptr(), c.describe()
+    assert got[1].dtype == c.index_dtype and got[1].shape == (c.rows, c.k), c.describe()
+    gv = got[0].cpu() if got[0] is not None else None
+    wv = want[0] if c.return_values else None
+    assert (gv is None) == (not c.return_values), c.describe()
+    assert_same_topk((gv, got[1].cpu()), (wv, want[1]), c.order, msg=_replay(c))
+
+
+def _replay(c: Case) -> str:
+    base = int(os.environ.get("DEEPSELECT_FUZZ_SEED", "0"))
+    return (
+        f"{c.describe()}; replay: DEEPSELECT_FUZZ_SEED={base} "
+        f"DEEPSELECT_FUZZ_START={c.number} DEEPSELECT_FUZZ_CASES={c.number + 1} "
+        f"python -m pytest tests/test_fuzz_gpu.py -m gpu;"
+    )
+
+
+def _settings(default_cases: int) -> tuple[int, int, int]:
+    cases = int(os.environ.get("DEEPSELECT_FUZZ_CASES", str(default_cases)))
+    seed = int(os.environ.get("DEEPSELECT_FUZZ_SEED", "0"))
+    start = int(os.environ.get("DEEPSELECT_FUZZ_START", "0"))
+    return cases, seed, start
+
+
+# Rows long enough for every boundary (the stream kernel's w32_from blocks of fp32 are
+# 128 * 4096 elements), but a bounded case: at most 2**22 elements, k up to 5000.
+GPU_MAX_ELEMS = 1 << 22
+GPU_MAX_K = 5000
+
+
+@pytest.mark.gpu
+def test_fuzz_gpu():
+    cases, seed, start = _settings(300)
+    for number in range(start, cases):
+        run_case(draw_case(seed, number, "cuda", GPU_MAX_ELEMS, GPU_MAX_K), "cuda")
+
+
+def test_fuzz_generator_on_cpu():
+    """The fuzz's own generator and comparison, on CPU tensors (the CPU backend), a few
+    small cases: what CI can check of it without a GPU."""
+    for number in range(20):
+        run_case(draw_case(7, number, "cpu", 6000, 700), "cpu")
+
+
+def test_fuzz_covers_every_dtype_order_option_and_distribution():
+    """Of the GPU run's 300 cases (drawn, not run): every dtype, order, option,
+    distribution and boundary kind appears; shapes stay within the caps."""
+    drawn = [draw_case(0, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(300)]
+    assert {c.dtype for c in drawn} == set(DTYPES)
+    assert {c.order for c in drawn} == set(ORDERS)
+    assert {c.kind for c in drawn} == set(KINDS)
+    assert {c.window for c in drawn} == {"none", "begin", "end", "both"}
+    assert {c.offset for c in drawn} == {"none", "scalar", "tensor"}
+    assert {c.index_dtype for c in drawn} == {torch.int32, torch.int64}
+    for attr in ("largest", "return_values", "fill", "strided", "out"):
+        assert {getattr(c, attr) for c in drawn} == {True, False}, attr
+    nears = {c.near.split("=")[0] for c in drawn}
+    assert {"N", "k", "rows", "small"} <= nears
+    _, ks = boundaries(torch.float32)
+    assert any(c.k == ks[-1] + 1 for c in drawn) or any(c.k > 4096 for c in drawn)
+    assert all(c.rows * max(c.n, 1) <= GPU_MAX_ELEMS and c.k <= GPU_MAX_K for c in drawn)
+    again = [draw_case(0, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(300)]
+    assert [c.describe() for c in again] == [c.describe() for c in drawn]
