@@ -6,12 +6,15 @@ Nothing here asserts on speed; timings are only checked for shape and plumbing.
 from __future__ import annotations
 
 import csv
+import datetime
 import math
 
 import pytest
 import torch
 
-from deepselect import bench, distributions, topk_rows
+import deepselect
+from deepselect import bench, distributions, runinfo, topk_rows
+from deepselect.cli import build_parser
 from deepselect.cli import main as cli_main
 from deepselect.options import Order, TopkOptions
 from deepselect.oracle import oracle_topk
@@ -119,8 +122,23 @@ def test_fill_metrics_from_known_times():
     assert row["read_tbps"] == pytest.approx(4096 * 2**20 * 2 / 1.9e-3 / 1e12)
     assert row["lib_tbps"] == pytest.approx(nbytes / 4e-3 / 1e12)
     assert row["pct_of_read"] == pytest.approx(100 * row["deepselect_tbps"] / row["read_tbps"])
+    assert row["spread"] is None  # no extremes in the row: no spread
     empty = bench.fill_metrics({"bytes": 10, "torch_us": 1.0}, input_bytes=8)
     assert empty["speedup"] is None and empty["deepselect_tbps"] is None
+
+
+def test_spread_is_the_larger_max_over_min():
+    row = {"bytes": 10, "deepselect_us": 2.0, "deepselect_min_us": 1.0, "deepselect_max_us": 3.0,
+           "torch_us": 5.0, "torch_min_us": 4.0, "torch_max_us": 6.0}  # fmt: skip
+    assert bench.fill_metrics(row, input_bytes=8)["spread"] == pytest.approx(3.0)
+    row.update(torch_min_us=1.0, torch_max_us=5.0)
+    assert bench.fill_metrics(row, input_bytes=8)["spread"] == pytest.approx(5.0)
+
+
+def test_bandwidth_unit_fits_the_device():
+    assert bench.bandwidth_unit("cpu") == ("GB/s", 1000.0)
+    assert bench.bandwidth_unit("cuda") == ("TB/s", 1.0)
+    assert bench.bandwidth_unit("cuda:1") == ("TB/s", 1.0)
 
 
 # ------------------------------------------------------------------- exactness
@@ -277,7 +295,9 @@ def test_triton_read_kernel_reads_everything():
     x = torch.randn(3, 40_000, device=dev).to(torch.bfloat16)
     x[2, 39_999] = 1000.0  # the very last element holds the maximum
     assert float(bench.triton_read(x).max()) == 1000.0
-    assert [name for name, _ in bench.read_kernels("cpu")] == ["amax"]
+    assert [name for name, _ in bench.read_kernels("cpu")] == ["amax", "amax-bits"]
+    bits = dict(bench.read_kernels("cpu"))["amax-bits"]
+    assert torch.equal(bits(x.cpu()), x.cpu().view(torch.int16).amax(dim=1))
     with pytest.raises(ValueError, match="contiguous"):
         bench.triton_read(x.t())
 
@@ -363,6 +383,11 @@ def test_run_case_checks_every_library_and_survives_failures():
         assert row[col] > 0
     assert row["bytes"] == bench.effective_bytes(3, 2000, 16, torch.float32)
     assert row["speedup"] == pytest.approx(row["torch_us"] / row["deepselect_us"])
+    for col in ("deepselect", "torch"):
+        assert 0 < row[f"{col}_min_us"] <= row[f"{col}_us"] <= row[f"{col}_max_us"]
+    assert row["spread"] == pytest.approx(
+        max(row[f"{c}_max_us"] / row[f"{c}_min_us"] for c in ("deepselect", "torch"))
+    )
 
 
 def test_run_case_without_deepselect_backend_and_over_budget():
@@ -385,11 +410,14 @@ def test_csv_table_and_plot_from_rows(tmp_path):
             None,
         )
     )
-    path = bench.write_csv(rows, tmp_path / "out" / "r.csv", ["lib"])
+    info = runinfo.run_info("cpu")
+    path = bench.write_csv(rows, tmp_path / "out" / "r.csv", ["lib"], info)
     with path.open() as f:
         reader = csv.DictReader(f)
         got = list(reader)
         assert reader.fieldnames == list(bench.BASE_COLUMNS) + ["lib_us", "lib_tbps", "lib_status"]
+    assert set(runinfo.FIELDS) <= set(bench.BASE_COLUMNS)
+    assert all(r[f] == str(info[f]) for r in got for f in runinfo.FIELDS)
     assert len(got) == len(rows)
     assert {r["scenario"] for r in got} == {"indexer", "sampler"}
     assert float(got[0]["speedup"]) == pytest.approx(rows[0]["speedup"], rel=1e-5)
@@ -400,6 +428,8 @@ def test_csv_table_and_plot_from_rows(tmp_path):
     console.print(bench.render_table(rows, ["lib"]))
     text = console.export_text()
     assert "skipped" in text and "torch.topk" in text
+    assert "GB/s" in text and "TB/s" not in text  # every row ran on the CPU
+    assert "spread" in text
     files = plot_results(got, tmp_path / "plots")  # from the CSV's strings
     assert sorted(p.name for p in files) == [
         "indexer_bf16_k8_normal.png",
@@ -436,6 +466,45 @@ def test_summary_geometric_mean():
     assert f"{math.sqrt(16):.2f}×" in line and "over 2 cases" in line and "NOT exact" in line
 
 
+def _table_text(rows, **kw) -> str:
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(bench.render_table(rows, **kw))
+    return console.export_text()
+
+
+def _timed_row(**kw):
+    row = {"scenario": "indexer", "dist": "normal", "dtype": "bf16", "batch": 6, "n": 16384,
+           "k": 512, "device": "cpu", "status": "ok", "deepselect_status": "exact",
+           "deepselect_us": 100.0, "torch_us": 300.0, "speedup": 3.0,
+           "deepselect_tbps": 2e-3, "pct_of_read": 60.0, "spread": 1.2}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_table_units_marks_and_notes():
+    calm = _timed_row()
+    text = _table_text([calm])
+    assert "GB/s" in text and " 2 " in text  # 2e-3 TB/s shown as 2 GB/s
+    assert "60%" in text and "1.20×" in text and "†" not in text and "!" not in text
+    assert bench.notes([calm]) == []
+    on_gpu = _table_text([_timed_row(device="cuda")])
+    assert "TB/s" in on_gpu and "0.002" in on_gpu and "GB/s" not in on_gpu
+    # above the plain read: the share is marked and the note explains the mark
+    over = _timed_row(pct_of_read=135.0)
+    assert "135%†" in _table_text([over])
+    assert bench.notes([over]) == [bench.OVER_READ_NOTE]
+    assert bench.OVER_READ_NOTE.startswith("†")
+    # an unsteady measurement is marked and warned about, with the threshold named
+    noisy = _timed_row(spread=bench.SPREAD_WARN * 2)
+    assert "3.00×!" in _table_text([noisy])
+    (warning,) = bench.notes([calm, noisy])
+    assert warning.startswith("warning: in 1 case ") and f"{bench.SPREAD_WARN}x" in warning
+    at_limit = _timed_row(spread=bench.SPREAD_WARN)
+    assert bench.notes([at_limit]) == []
+
+
 # ------------------------------------------------------------------------ CLI
 
 
@@ -463,6 +532,14 @@ def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys):
         (s, d, "2048", "16") for s in ("indexer", "sampler") for d in ("normal", "distinct32")
     }
     assert all(r["deepselect_status"] == "exact" and r["status"] == "ok" for r in got)
+    for r in got:  # what the run ran on, in every row
+        assert r["deepselect_version"] == deepselect.__version__
+        assert r["torch_version"] == torch.__version__
+        assert r["numba_version"] == runinfo.package_version("numba")
+        assert r["threads"] == str(torch.get_num_threads()) and r["device_name"]
+        assert datetime.datetime.fromisoformat(r["date"]).tzinfo is not None
+        assert float(r["deepselect_min_us"]) <= float(r["deepselect_max_us"])
+    assert "GB/s" in out and "spread" in out
     pngs = list((tmp_path / "plots").glob("*.png"))
     assert len(pngs) == 4
 
@@ -480,9 +557,66 @@ def test_cli_rejects_bad_options(argv, match, capsys):
     assert match in capsys.readouterr().err
 
 
-def test_cli_rejects_bad_sizes():
+@pytest.mark.parametrize("bad", ["lots", "1X", "1.5M", "0", ","])
+def test_cli_rejects_bad_sizes_naming_the_accepted_forms(bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["bench", "--n", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --n: {bad!r} is not a list of sizes" in err
+    assert "K (x1024) or M (x1024^2) suffix" in err and "'16K,1M'" in err
+
+
+def test_cli_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["--version"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"deepselect {deepselect.__version__} (torch {torch.__version__}, ")
+
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def test_cli_help_shows_defaults_and_every_subcommand_has_a_description(capsys):
     with pytest.raises(SystemExit):
-        cli_main(["bench", "--n", "lots"])
+        cli_main(["bench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: normal)" in out and "(default: all)" in out and "(default: 0)" in out
+    assert "(default: None)" not in out and "(default: False)" not in out
+    seen = []
+    stack = list(_subparsers(build_parser()))
+    while stack:
+        name, parser = stack.pop()
+        seen.append(name)
+        assert parser.description, f"{name} has no description"
+        stack += _subparsers(parser)
+    assert sorted(seen) == ["bench", "block-order", "bounds", "experiment", "proof"]
+    with pytest.raises(SystemExit):
+        cli_main(["experiment", "proof", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 100)" in out and "block orders per input" in out
+
+
+def test_cli_names_the_extra_of_a_missing_dependency(monkeypatch, capsys):
+    def needs_rich(args):
+        raise ModuleNotFoundError("No module named 'rich'", name="rich")
+
+    monkeypatch.setattr(bench, "main", needs_rich)
+    assert cli_main(["bench", "--device", "cpu"]) == 2
+    assert "pip install 'deepselect[bench]'" in capsys.readouterr().err
+
+    def needs_other(args):
+        raise ModuleNotFoundError("No module named 'nope'", name="nope")
+
+    monkeypatch.setattr(bench, "main", needs_other)
+    with pytest.raises(ModuleNotFoundError):  # not an extra of ours: raised as it is
+        cli_main(["bench", "--device", "cpu"])
 
 
 def test_library_discovery_on_cpu():

@@ -6,6 +6,9 @@
 [[4, 2]]
 """
 
+# The one place the version is written: pyproject.toml reads it from here.
+__version__ = "0.1.0"
+
 from . import distributed
 from .api import topk_rows
 from .engine import (
@@ -35,4 +38,3 @@ __all__ = [
     "top_k_renorm_probs",
     "top_k_sampling_from_logits",
 ]
-__version__ = "0.1.0"

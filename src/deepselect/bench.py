@@ -17,7 +17,8 @@ GPU the same program runs the CPU backend on shapes that finish in about a minut
 Effective bandwidth is DeepSelect's metric: (valid input bytes + output bytes) /
 time, with the output counted as deepselect's call produces it (values + int32
 indices). The bytes are counted once per case, so every library's TB/s on a row is
-the same bytes over its own time and TB/s ratios equal time ratios.
+the same bytes over its own time and TB/s ratios equal time ratios. The table shows
+TB/s on a GPU and GB/s on a CPU; the CSV's ``*_tbps`` columns are TB/s everywhere.
 
 >>> cases = case_list("sampler", device="cuda", quick=True)
 >>> [(c.batch, c.n, c.k, c.order) for c in cases][:1]
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from . import distributions
+from . import distributions, runinfo
 from .keys import to_keys
 from .options import Order, TopkOptions
 
@@ -219,6 +220,20 @@ def tbps(nbytes: float, seconds: float | None) -> float | None:
     if seconds is None or not seconds > 0:
         return None
     return nbytes / seconds / 1e12
+
+
+def bandwidth_unit(device: str) -> tuple[str, float]:
+    """The unit a device's bandwidth reads well in, and the factor from TB/s to it.
+
+    >>> bandwidth_unit("cuda"), bandwidth_unit("cpu")
+    (('TB/s', 1.0), ('GB/s', 1000.0))
+    """
+    return ("GB/s", 1000.0) if str(device).startswith("cpu") else ("TB/s", 1.0)
+
+
+SPREAD_WARN = 1.5
+"""Slowest over fastest call of one measurement above which the table warns: the
+median is then a poor summary (other load, clock changes, a cache that was warm)."""
 
 
 def speedup(reference_s: float | None, ours_s: float | None) -> float | None:
@@ -605,10 +620,23 @@ def triton_read(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+_BITS_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _amax_bits(x: torch.Tensor) -> torch.Tensor:
+    return x.view(_BITS_VIEW[x.element_size()]).amax(dim=1)
+
+
 def read_kernels(device: torch.device | str) -> list[tuple[str, Callable]]:
-    """The plain reads timed for the ceiling: ``x.amax(dim=1)`` everywhere, plus
-    :func:`triton_read` on CUDA when Triton is importable."""
-    reads: list[tuple[str, Callable]] = [("amax", lambda x: x.amax(dim=1))]
+    """The plain reads timed for the ceiling: ``x.amax(dim=1)`` and the same over the
+    bit patterns as integers everywhere, plus :func:`triton_read` on CUDA when Triton
+    is importable. The integer one is there for the CPU, where torch's amax over bf16
+    converts every element and ran at 0.9 GB/s on a 2-core machine, the same bytes
+    as int16 at 7.4 GB/s: a read that slow is no ceiling."""
+    reads: list[tuple[str, Callable]] = [
+        ("amax", lambda x: x.amax(dim=1)),
+        ("amax-bits", _amax_bits),
+    ]
     if torch.device(device).type == "cuda" and importlib.util.find_spec("triton"):
         reads.append(("triton", triton_read))
     return reads
@@ -826,6 +854,11 @@ BASE_COLUMNS = (
     "deepselect_us",
     "torch_us",
     "read_us",
+    "deepselect_min_us",
+    "deepselect_max_us",
+    "torch_min_us",
+    "torch_max_us",
+    "spread",
     "speedup",
     "deepselect_tbps",
     "torch_tbps",
@@ -833,9 +866,13 @@ BASE_COLUMNS = (
     "pct_of_read",
     "deepselect_status",
     "status",
+    *runinfo.FIELDS,
 )
 """CSV columns every run writes; each extra library adds ``<name>_us``,
-``<name>_tbps`` and ``<name>_status``."""
+``<name>_tbps`` and ``<name>_status``. Times are medians (``*_us``) and extremes
+(``*_min_us``, ``*_max_us``) in µs; ``spread`` is the larger slowest-over-fastest
+ratio of deepselect's and torch.topk's calls; the last columns say what the run ran
+on (:data:`deepselect.runinfo.FIELDS`, the same in every row of a run)."""
 
 
 def _short(exc: BaseException) -> str:
@@ -909,7 +946,7 @@ def run_case(
         del v, i
     del want
 
-    def timeit(fn):
+    def timeit(fn) -> Timing:
         return time_fn(
             fn,
             inputs,
@@ -918,20 +955,26 @@ def run_case(
             warmup=config.warmup,
             graph=config.graph,
             max_seconds=config.max_seconds,
-        ).median_s
+        )
+
+    def record(col: str, t: Timing) -> None:
+        row[f"{col}_us"] = t.median_s * 1e6
+        if col in ("deepselect", "torch"):
+            row[f"{col}_min_us"] = min(t.samples) * 1e6
+            row[f"{col}_max_us"] = max(t.samples) * 1e6
 
     k = case.k
-    row["torch_us"] = timeit(lambda x: torch_library().call(x, k, ordered)) * 1e6
+    record("torch", timeit(lambda x: torch_library().call(x, k, ordered)))
     reads = []
     for _, read in read_kernels(dev):
         try:
-            reads.append(timeit(read))
+            reads.append(timeit(read).median_s)
         except Exception:  # a read that cannot run here just does not count
             continue
     row["read_us"] = min(reads) * 1e6 if reads else None
     for col, lib in timed:
         try:
-            row[f"{col}_us"] = timeit(lambda x, lib=lib: lib.call(x, k, ordered)) * 1e6
+            record(col, timeit(lambda x, lib=lib: lib.call(x, k, ordered)))
         except Exception as exc:
             row[f"{col}_status"] = f"error: {_short(exc)}"
     fill_metrics(row, case.input_bytes, [lib.name for lib in extras])
@@ -943,8 +986,9 @@ def run_case(
 
 
 def fill_metrics(row: dict, input_bytes: int, extra_names: Sequence[str] = ()) -> dict:
-    """Derive TB/s, speedup and % of the read ceiling from the row's times (µs) and
-    ``row["bytes"]``; the read ceiling is the plain read's bandwidth over the input.
+    """Derive TB/s, speedup, % of the read ceiling and the spread from the row's times
+    (µs) and ``row["bytes"]``; the read ceiling is the plain read's bandwidth over the
+    input; the spread is the larger max/min of deepselect's and torch.topk's calls.
 
     >>> r = fill_metrics({"bytes": 2e6, "deepselect_us": 1.0, "torch_us": 4.0,
     ...                   "read_us": 0.5}, input_bytes=1e6)
@@ -962,6 +1006,12 @@ def fill_metrics(row: dict, input_bytes: int, extra_names: Sequence[str] = ()) -
     row["read_tbps"] = tbps(input_bytes, sec("read_us"))
     row["speedup"] = speedup(sec("torch_us"), sec("deepselect_us"))
     row["pct_of_read"] = percent(row["deepselect_tbps"], row["read_tbps"])
+    ratios = [
+        hi / lo
+        for lo, hi in ((sec(f"{c}_min_us"), sec(f"{c}_max_us")) for c in ("deepselect", "torch"))
+        if lo and hi
+    ]
+    row["spread"] = max(ratios) if ratios else None
     for name in extra_names:
         row[f"{name}_tbps"] = tbps(nbytes, sec(f"{name}_us"))
     return row
@@ -997,8 +1047,14 @@ def columns_for(extra_names: Sequence[str]) -> list[str]:
     return cols
 
 
-def write_csv(rows: Sequence[dict], path: str | Path, extra_names: Sequence[str] = ()) -> Path:
-    """Write the result rows to ``path`` (parents created); missing cells stay empty."""
+def write_csv(
+    rows: Sequence[dict],
+    path: str | Path,
+    extra_names: Sequence[str] = (),
+    info: Mapping[str, object] | None = None,
+) -> Path:
+    """Write the result rows to ``path`` (parents created); missing cells stay empty.
+    ``info`` (:func:`deepselect.runinfo.run_info`) fills the run's columns of every row."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     cols = columns_for(extra_names)
@@ -1006,6 +1062,7 @@ def write_csv(rows: Sequence[dict], path: str | Path, extra_names: Sequence[str]
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
+            r = {**r, **(info or {})}
             w.writerow({c: _csv_cell(r.get(c)) for c in cols})
     return path
 
@@ -1044,16 +1101,52 @@ def _mark(status: str) -> str:
     return f"[{color}]{word}[/]"
 
 
-def render_table(rows: Sequence[dict], extra_names: Sequence[str] = (), title: str = ""):
-    """A ``rich.table.Table`` of the results (one line per case)."""
+OVER_READ_MARK = "†"
+OVER_READ_NOTE = (
+    "† faster than the plain read timed beside it (the fastest of torch's amax over the "
+    "values and over their bits, and a Triton read on a GPU), so that read is not a "
+    "ceiling for this shape: it fell short of the memory's bandwidth there (on short or "
+    "few rows, fixed costs such as launches dominate both times)"
+)
+
+
+def _pct_cell(pct) -> str:
+    if pct is None or pct == "":
+        return "—"
+    pct = float(pct)
+    return f"{pct:.0f}%{OVER_READ_MARK}" if pct > 100 else f"{pct:.0f}%"
+
+
+def _spread_cell(spread) -> str:
+    if spread is None or spread == "":
+        return "—"
+    spread = float(spread)
+    text = f"{spread:.2f}×"
+    return f"[yellow]{text}![/]" if spread > SPREAD_WARN else text
+
+
+def render_table(
+    rows: Sequence[dict], extra_names: Sequence[str] = (), title: str = "", unit: str = ""
+):
+    """A ``rich.table.Table`` of the results (one line per case).
+
+    Times are medians; ``spread`` is the slowest call over the fastest (see
+    :data:`SPREAD_WARN`); bandwidth is in ``unit`` (default: GB/s when every row ran
+    on the CPU, else TB/s); a share of the plain read above 100% carries
+    :data:`OVER_READ_MARK` (explained by :data:`OVER_READ_NOTE`).
+    """
     from rich.table import Table
 
+    if not unit:
+        unit = "GB/s" if rows and all(r.get("device") == "cpu" for r in rows) else "TB/s"
+    scale = bandwidth_unit("cpu" if unit == "GB/s" else "cuda")[1]
     dists = {r["dist"] for r in rows}
     t = Table(title=title or None, header_style="bold")
     t.add_column("scenario", no_wrap=True)
     if len(dists) > 1:
         t.add_column("dist", no_wrap=True)
-    for c in ("dtype", "batch", "N", "k", "deepselect", "torch.topk", "speedup", "TB/s", "% read"):
+    for c in ("dtype", "batch", "N", "k", "deepselect", "torch.topk", "spread", "speedup", unit,
+              "% read"):  # fmt: skip
         t.add_column(c, justify="right", no_wrap=True)
     for name in extra_names:
         t.add_column(name, justify="right", no_wrap=True)
@@ -1063,19 +1156,21 @@ def render_table(rows: Sequence[dict], extra_names: Sequence[str] = (), title: s
             cells.append(r["dist"])
         cells += [r["dtype"], str(r["batch"]), format_size(int(r["n"])), str(r["k"])]
         if r.get("status", "ok") != "ok":
-            cells += [f"[dim]{r['status']}[/]"] + [""] * (4 + len(extra_names))
+            cells += [f"[dim]{r['status']}[/]"] + [""] * (5 + len(extra_names))
             t.add_row(*cells)
             continue
         ds_status = r.get("deepselect_status", "")
         ds = format_time(r.get("deepselect_us"))
         if ds_status not in (EXACT, ""):
             ds = f"{ds} {_mark(ds_status)}" if r.get("deepselect_us") else _mark(ds_status)
+        bw = r.get("deepselect_tbps")
         cells += [
             ds,
             format_time(r.get("torch_us")),
+            _spread_cell(r.get("spread")),
             _fmt(r.get("speedup"), ".2f", "×"),
-            _fmt(r.get("deepselect_tbps"), ".3g"),  # CPUs read GB/s, not TB/s
-            _fmt(r.get("pct_of_read"), ".0f", "%"),
+            _fmt(None if bw in (None, "") else float(bw) * scale, ".3g"),
+            _pct_cell(r.get("pct_of_read")),
         ]
         for name in extra_names:
             st = r.get(f"{name}_status", "")
@@ -1083,6 +1178,32 @@ def render_table(rows: Sequence[dict], extra_names: Sequence[str] = (), title: s
             cells.append(f"{format_time(us)} {_mark(st)}" if us else _mark(st))
         t.add_row(*cells)
     return t
+
+
+def notes(rows: Sequence[dict]) -> list[str]:
+    """Lines to print under the table: what a mark in it means, and a warning when
+    calls of one measurement varied more than :data:`SPREAD_WARN` times.
+
+    >>> notes([{"spread": 1.1, "pct_of_read": 80.0}])
+    []
+    >>> [line[:9] for line in notes([{"spread": 3.0, "pct_of_read": 120.0}])]
+    ['† faster ', 'warning: ']
+    """
+
+    def over(col: str, limit: float) -> int:
+        return sum(1 for r in rows if r.get(col) not in (None, "") and float(r[col]) > limit)
+
+    lines = []
+    if over("pct_of_read", 100.0):
+        lines.append(OVER_READ_NOTE)
+    noisy = over("spread", SPREAD_WARN)
+    if noisy:
+        lines.append(
+            f"warning: in {noisy} case{'s' if noisy > 1 else ''} (marked !) the slowest call "
+            f"took more than {SPREAD_WARN}x the fastest, so the medians are unsteady: other "
+            "load on the machine, changing clocks or a short run; rerun, or raise --repeats"
+        )
+    return lines
 
 
 def summary(rows: Sequence[dict]) -> str:
@@ -1109,7 +1230,17 @@ def summary(rows: Sequence[dict]) -> str:
 
 
 def _int_list(text: str) -> list[int]:
-    return [parse_size(t) for t in text.replace(",", " ").split()]
+    """An option's list of sizes; argparse prints the error's text as it is."""
+    try:
+        values = [parse_size(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of sizes: give integers >= 1, each with an optional "
+            "K (x1024) or M (x1024^2) suffix, separated by commas, e.g. '6,4096' or '16K,1M'"
+        )
+    return values
 
 
 def register(subparsers) -> None:
@@ -1121,7 +1252,9 @@ def register(subparsers) -> None:
             "Time deepselect against torch.topk on DeepSelect's performance cases "
             "(indexer: bf16, unsorted; sampler: fp32, N=129280, k=512, sorted), checking "
             "every result for exactness first. Without a GPU, runs the CPU backend on "
-            "small shapes."
+            "small shapes. Prints median times, the spread of each measurement "
+            "(slowest call / fastest), the speedup and the effective bandwidth (TB/s on "
+            "a GPU, GB/s on a CPU)."
         ),
     )
     p.add_argument(
@@ -1129,24 +1262,48 @@ def register(subparsers) -> None:
         choices=("indexer", "sampler", "all"),
         default="all",
         help="indexer (bf16, unsorted, k 512/1024, N 256..1M), sampler (fp32, N=129280, "
-        "k=512, sorted by value) or both (default)",
+        "k=512, sorted by value) or both",
     )
-    p.add_argument("--batch", type=_int_list, help="batch sizes, e.g. '6,4096'")
-    p.add_argument("--n", type=_int_list, help="row lengths, e.g. '16K,1M'")
-    p.add_argument("--k", type=_int_list, help="k values, e.g. '512,1024'")
-    p.add_argument("--dtype", choices=tuple(DTYPES), help="override the scenario's dtype")
+    p.add_argument(
+        "--batch", type=_int_list, metavar="SIZES",
+        help="batch sizes, e.g. '6,4096' (default: the scenario's list, e.g. "
+        "6,256,512,768,4096 on a GPU, 6,32 on a CPU)",
+    )  # fmt: skip
+    p.add_argument(
+        "--n", type=_int_list, metavar="SIZES",
+        help="row lengths with an optional K/M suffix, e.g. '16K,1M' (default: the "
+        "scenario's list: up to 1M for the indexer, 129280 for the sampler)",
+    )  # fmt: skip
+    p.add_argument(
+        "--k", type=_int_list, metavar="SIZES",
+        help="k values, e.g. '512,1024' (default: 512,1024 for the indexer's full run on a "
+        "GPU, else 512)",
+    )  # fmt: skip
+    p.add_argument(
+        "--dtype", choices=tuple(DTYPES),
+        help="override the scenario's dtype (default: bf16 for the indexer, fp32 for the "
+        "sampler)",
+    )  # fmt: skip
     p.add_argument(
         "--dist",
         default="normal",
         help=f"input distribution(s), comma-separated, or 'all' = "
-        f"{','.join(distributions.BENCH_KINDS)} (default normal)",
+        f"{','.join(distributions.BENCH_KINDS)}",
     )
     p.add_argument("--quick", action="store_true", help="a short run")
     p.add_argument("--graph", action="store_true", help="time CUDA-graph replays")
-    p.add_argument("--csv", metavar="PATH", help="write the results as CSV")
+    p.add_argument(
+        "--csv", metavar="PATH",
+        help="write the results as CSV, each row with the run's versions, device, "
+        "threads, commit and date",
+    )  # fmt: skip
     p.add_argument("--plot", metavar="DIR", help="write PNG bar charts into DIR")
-    p.add_argument("--repeats", type=int, help="timed calls per measurement (median)")
-    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda if available")
+    p.add_argument(
+        "--repeats", type=int,
+        help="timed calls per measurement (default: 20 on a GPU, 10 with --quick; 5 on a "
+        "CPU, 3 with --quick)",
+    )  # fmt: skip
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda if available, else cpu")
     p.add_argument(
         "--max-gib",
         type=float,
@@ -1226,17 +1383,25 @@ def main(args: argparse.Namespace) -> int:
     extras = extra_libraries(device)
     extra_names = [lib.name for lib in extras]
     dev = torch.device(device)
+    info = runinfo.run_info(device)
     if cpu:
-        name = f"CPU ({torch.get_num_threads()} threads)"
+        name = f"CPU ({info['device_name']}, {info['threads']} threads)"
     else:
         name = torch.cuda.get_device_name(dev)
+    unit, scale = bandwidth_unit(device)
     cache = cache_bytes(dev)
     peak = measure_read_peak(dev, int(config.cold_factor * cache))
     err.print(
         f"[bold]deepselect bench[/] on {name}: cache {cache / 2**20:.0f} MiB, "
-        f"read ceiling {peak:.3g} TB/s (plain read of a cold buffer); "
+        f"read ceiling {peak * scale:.3g} {unit} (plain read of a cold buffer); "
         f"{len(cases) * len(dists)} cases, median of {config.repeats}"
         + (", CUDA-graph replay" if config.graph else "")
+    )
+    err.print(
+        f"deepselect {info['deepselect_version']}"
+        + (f" at {info['git_commit']}" if info["git_commit"] else "")
+        + f", torch {info['torch_version']}, triton {info['triton_version'] or '-'}, "
+        f"numba {info['numba_version'] or '-'}"
     )
     if problem:
         err.print(f"[yellow]{problem}[/]")
@@ -1272,10 +1437,12 @@ def main(args: argparse.Namespace) -> int:
                 rows.append(row)
                 progress.advance(task)
 
-    out.print(render_table(rows, extra_names, title=f"deepselect bench — {name}"))
+    out.print(render_table(rows, extra_names, title=f"deepselect bench — {name}", unit=unit))
     line = summary(rows)
     if line:
         out.print(line)
+    for line in notes(rows):
+        out.print(f"[yellow]{line}[/]" if line.startswith("warning") else line)
     bad = [r for r in rows if str(r.get("deepselect_status", "")).startswith("inexact")]
     for r in bad[:10]:
         out.print(
@@ -1283,7 +1450,7 @@ def main(args: argparse.Namespace) -> int:
             f"{r['dist']}: {r['deepselect_status']}"
         )
     if args.csv:
-        out.print(f"CSV: {write_csv(rows, args.csv, extra_names)}")
+        out.print(f"CSV: {write_csv(rows, args.csv, extra_names, info)}")
     if args.plot:
         from .plotting import plot_results
 

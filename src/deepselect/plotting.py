@@ -1,9 +1,10 @@
 """Bar charts of ``deepselect bench`` results, in the layout of DeepSelect's figures.
 
 Indexer: one figure per (dtype, k, distribution), one subplot per batch size, row
-length N on the x axis, effective TB/s of deepselect and torch.topk side by side
+length N on the x axis, effective bandwidth of deepselect and torch.topk side by side
 (plus any other library whose results were exact), and the plain read's bandwidth
 over the same input as a tick per N. Sampler: one figure with batch on the x axis.
+Bandwidth is drawn in TB/s for GPU rows and GB/s for CPU rows (``device`` column).
 
 Rows are the dicts :func:`deepselect.bench.run_case` returns (or rows read back from
 the CSV): only the columns ``scenario, dist, dtype, batch, n, k, status,
@@ -62,17 +63,20 @@ def _value(r: dict, col: str, status_col: str) -> float:
     return _num(r.get(col)) or 0.0
 
 
-def _bars(ax, rows: Sequence[dict], xkey: str, series, xlabel: str) -> None:
+def _bars(
+    ax, rows: Sequence[dict], xkey: str, series, xlabel: str, unit: tuple[str, float]
+) -> None:
+    unit_name, scale = unit
     xs = sorted({int(r[xkey]) for r in rows})
     by_x = {int(r[xkey]): r for r in rows}
     width = 0.8 / max(len(series), 1)
     for j, (label, col, st) in enumerate(series):
         color = _COLORS.get(label, _EXTRA_COLORS[j % len(_EXTRA_COLORS)])
-        heights = [_value(by_x[x], col, st) for x in xs]
+        heights = [_value(by_x[x], col, st) * scale for x in xs]
         pos = [i + (j - (len(series) - 1) / 2) * width for i in range(len(xs))]
         ax.bar(pos, heights, width=width, label=label, color=color)
     ceiling = [_num(by_x[x].get("read_tbps")) for x in xs]
-    pts = [(i, c) for i, c in enumerate(ceiling) if c is not None]
+    pts = [(i, c * scale) for i, c in enumerate(ceiling) if c is not None]
     if pts:
         ax.plot(
             [p[0] for p in pts],
@@ -87,7 +91,7 @@ def _bars(ax, rows: Sequence[dict], xkey: str, series, xlabel: str) -> None:
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([_size_label(x) if xkey == "n" else str(x) for x in xs], rotation=45)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("effective TB/s")
+    ax.set_ylabel(f"effective {unit_name}")
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -111,6 +115,8 @@ def plot_results(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from .bench import bandwidth_unit
+
     out_dir = Path(out_dir)
     rows = _usable(rows)
     written: list[Path] = []
@@ -126,13 +132,14 @@ def plot_results(
         if not series:
             continue
         device = group[0].get("device", "")
+        unit = bandwidth_unit(device)
         if scenario == "indexer":
             batches = sorted({int(r["batch"]) for r in group})
             fig = Figure(figsize=(4.2 * len(batches), 3.8), layout="constrained")
             FigureCanvasAgg(fig)  # Agg, whatever pyplot's backend is
             axes = fig.subplots(1, len(batches), squeeze=False)[0]
             for ax, b in zip(axes, batches, strict=True):
-                _bars(ax, [r for r in group if int(r["batch"]) == b], "n", series, "N")
+                _bars(ax, [r for r in group if int(r["batch"]) == b], "n", series, "N", unit)
                 ax.set_title(f"batch = {b}")
             fig.suptitle(f"indexer top-k: {dtype}, k = {k}, {dist} inputs ({device})")
             name = f"indexer_{dtype}_k{k}_{dist}.png"
@@ -140,7 +147,7 @@ def plot_results(
             fig = Figure(figsize=(7, 4), layout="constrained")
             FigureCanvasAgg(fig)
             ax = fig.subplots()
-            _bars(ax, group, "batch", series, "batch")
+            _bars(ax, group, "batch", series, "batch", unit)
             fig.suptitle(
                 f"{scenario} top-k: {dtype}, N = {n}, k = {k}, sorted, {dist} inputs ({device})"
             )
