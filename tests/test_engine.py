@@ -335,6 +335,12 @@ def test_sampling_seed_is_per_row():
     u = counter_uniform(torch.tensor([1, 2, -(2**62)]), 1000)
     assert bool(((u > 0) & (u < 1)).all())
     assert not torch.equal(u[0], u[1]) and not torch.equal(u[0], u[2])
+    # the extreme hashes too: a 1.0 would make a Gumbel score NaN and the draw leave
+    # the kept set
+    from deepselect.engine import _unit_interval
+
+    ends = _unit_interval(torch.tensor([0, 1 << 31, (1 << 32) - 1], dtype=torch.int64))
+    assert bool(((ends > 0) & (ends < 1)).all()), ends.tolist()
 
 
 def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:

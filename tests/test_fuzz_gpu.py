@@ -77,8 +77,7 @@ def boundaries(dtype: torch.dtype, k: int = 512) -> tuple[list[int], list[int]]:
     size = torch.empty((), dtype=dtype).element_size()
     ns += [getattr(short, f) // size for f in SHORT_CONFIG_BYTES]
     cfg = tb.launch_config(dtype, k)  # the stream kernel's block and buffer
-    w32_from = tb.LaunchConfig.__dataclass_fields__["w32_from"].default or 0
-    ns += [cfg.B, 2 * cfg.B, tb.W32_MID_BLOCKS * cfg.B, w32_from * cfg.B, cfg.CAP]
+    ns += [cfg.B, 2 * cfg.B, tb.W32_MID_BLOCKS * cfg.B, tb.W32_FROM * cfg.B, cfg.CAP]
     return sorted(set(ns)), sorted(set(ks))
 
 

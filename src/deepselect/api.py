@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ._log import log_launch
 from .keys import SUPPORTED_DTYPES
 from .options import Order, TopkOptions
 
@@ -399,6 +400,7 @@ _eager_topk_rows = torch.compiler.disable(_eager_topk_rows)
 def _run_oracle(x, k, opt, out_values, out_indices) -> None:
     from .oracle import oracle_topk
 
+    log_launch("oracle", x.dtype, x.shape, k, opt.order)
     v, i = oracle_topk(x, k, opt)
     out_indices.copy_(i)
     if out_values is not None:

@@ -42,8 +42,12 @@ from numba import carray, cfunc, njit, types
 from numba.extending import register_jitable
 
 from . import cpu_omp, reference
+from ._log import log_launch
+from ._numba_cache import compiling, prepare_cache
 from .cpu_omp import as_pointer, fetch_add
 from .options import Order, TopkOptions
+
+prepare_cache()  # before the njit(cache=True) decorators below
 
 # the kernels' block-order multiplier, compiled from the reference's definition
 register_jitable(reference._largest_quotient)
@@ -785,11 +789,13 @@ def run_cpu(
     scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
     arrays = (data, rowbase, begin, end, consts, cfg, candk, candi, candv, count, offsets, ov,
               oi)  # fmt: skip
-    if nseg == 1:  # both stages in one task per row: each worker is handed work once
-        _run_stage(_STAGE_BOTH, rows, T, S, scalars, arrays)
-    else:
-        _run_stage(_STAGE_SEGMENTS, tasks, T, S, scalars, arrays)
-        _run_stage(_STAGE_MERGE, rows, T, S, scalars, arrays)
+    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=threads())
+    with compiling(x.dtype):  # a notice on stderr while the first call compiles
+        if nseg == 1:  # both stages in one task per row: each worker is handed work once
+            _run_stage(_STAGE_BOTH, rows, T, S, scalars, arrays)
+        else:
+            _run_stage(_STAGE_SEGMENTS, tasks, T, S, scalars, arrays)
+            _run_stage(_STAGE_MERGE, rows, T, S, scalars, arrays)
     if not direct_i:
         out_indices.copy_(torch.from_numpy(oi))
     if has_values and not direct_v:

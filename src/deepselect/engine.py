@@ -468,9 +468,14 @@ def _uniform_at(seeds: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     lo, hi = s & _MASK32, (s >> 32) & _MASK32
     key = _mix32(lo ^ _mix32(hi ^ _GOLDEN))[:, None]
     h = _mix32(key ^ _mix32((col * _GOLDEN + 1) & _MASK32))
-    h = _mix32(h ^ key)
-    # 24 bits fit a float32 exactly; +0.5 keeps u strictly inside (0, 1).
-    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return _unit_interval(_mix32(h ^ key))
+
+
+def _unit_interval(h: torch.Tensor) -> torch.Tensor:
+    """The top 23 of ``h``'s 32 bits as a float32 strictly inside (0, 1): 23 bits and
+    the half fit float32's 24-bit significand exactly (with 24 bits, 2^24 - 0.5 would
+    round up to 2^24 and give 1.0, whose Gumbel score is NaN)."""
+    return ((h >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
 def top_k_sampling_from_logits(

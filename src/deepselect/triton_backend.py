@@ -16,6 +16,7 @@ import triton
 
 from . import reference
 from . import triton_kernels as K
+from ._log import log_launch
 from .options import Order, TopkOptions
 
 MAX_FAST_K = 4096
@@ -447,10 +448,11 @@ def run_triton(
         raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
     sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
     if config is None and grid is None:  # short rows, or too few rows to fill the GPU
-        from .triton_short import run_short, short_path
+        from .triton_short import describe, run_short, short_path
 
         plan = short_path(x, k, opt, sm)
         if plan is not None:
+            log_launch("triton-short", x.dtype, x.shape, k, opt.order, plan=describe(plan))
             run_short(x, k, opt, out_values, out_indices, plan, page=page)
             return
     if k > MAX_FAST_K or n >= 2**31 - 2**16:
@@ -499,6 +501,7 @@ def run_triton(
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     page_args, page_flags = page_arguments(page, out_indices)
+    log_launch("triton-stream", x.dtype, x.shape, k, opt.order, grid=grid, asm=asm, config=cfg)
     K.deepselect_rows_kernel[(grid,)](
         raw,
         x.stride(0),
