@@ -1,32 +1,16 @@
 """Few rows and short rows on a GPU: the register-resident short/split path beside
 the streaming kernel and torch.topk, in one run (every result checked first).
 
-    python benchmarks/short_table.py [--repeats 20] [--variant radix,old,nopf] [--graph]
+    python benchmarks/short_table.py [--repeats 20] [--graph]
         [--only bf16:4096:4096[:k],...] [--dist normal] [--no-stream]
 
-``--variant`` times the short path once per pivot search (a row each, the streaming
-kernel and torch.topk timed once per shape): ``radix`` (the default, 6-bit digits),
-``radixB`` (``B``-bit digits, e.g. ``radix8``), ``old`` (the 8-pivot counting search),
-``nopf`` (no sampled prefilter), ``passes`` (a split as radix passes over its
-segments, unsorted; ``passesB`` of B-bit digits, ``+nosync`` a launch per phase,
-``onlysync`` only where one launch holds them: the default, ``nopasses`` never,
-``tilesN`` up to N segments a program, ``gridN`` N programs per SM), ``smem`` (the
-histograms by shared-memory atomics), ``lean`` (the lean split), ``tsum`` (one
-histogram over a passes program's segments), ``vec`` (vector loads), ``staged`` (the
-passes' write staged at the output slots; each of these five also ``no``-prefixed),
-``fused`` (a
-split's merges in its one launch, the default where its programs are few),
-``levelled`` (one launch per merge level), ``splitN`` (rows of up to N split into
-short segments at any batch, e.g. ``split16384``), ``segN`` (segments of N), parts
-joined by ``+`` (``fused+seg2048``), each optionally with a register cap,
-``radix@80``. ``--graph`` times device time
-(calls replayed from a CUDA graph) instead of eager calls (host time included). The
-``empty`` column times a one-element ``zero_()``: one kernel launch doing nothing.
-``--levels`` also times a split plan's launches one level at a time (its first i
-levels, for each i: the candidates of a prefix are written, the outputs untouched),
-and prints each level's share: where a split's time goes (for ``levelled`` plans;
-one launch otherwise). ``--phases``: a one-launch radix passes plan's launch stopped
-after each of its phases in turn.
+``--graph`` times device time (calls replayed from a CUDA graph) instead of eager
+calls (host time included). The ``empty`` column times a one-element ``zero_()``: one
+kernel launch doing nothing. ``--levels`` also times a split plan's launches one level
+at a time (its first i levels, for each i: the candidates of a prefix are written, the
+outputs untouched), and prints each level's share: where a split of one launch per
+merge level spends its time. ``--phases``: a one-launch radix passes plan's launch
+stopped after each of its phases in turn.
 """
 
 from __future__ import annotations
@@ -41,7 +25,7 @@ from kernel_table import DT, check, copies_for, draw, time_graph_ms, time_ms
 from deepselect import bench, triton_short
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import _sm_count, run_triton, stream_config
-from deepselect.triton_short import ShortConfig, describe, run_short, short_path
+from deepselect.triton_short import describe, run_short, short_path
 
 SHAPES = [  # dtype, batch, N, k
     ("bf16", 1, 1 << 20, 512),
@@ -57,18 +41,6 @@ SHAPES = [  # dtype, batch, N, k
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=20)
-    p.add_argument(
-        "--variant",
-        default="radix",
-        help="comma-separated: radix, radixB (B-bit digits), old, nopf (no prefilter), "
-        "fused (a split's merges in its launch), levelled (a launch per level), splitN "
-        "(rows of up to N split at any batch), segN (segments of N), passes, passesB, "
-        "nosync, onlysync, nopasses, tilesN, gridN (the radix passes), smem (histograms in "
-        "shared memory), lean (the lean split), tsum (one histogram over a passes program's "
-        "segments), vec (vector loads), staged (the passes' write staged at the output "
-        "slots), each also no-prefixed (ShortConfig.variant); "
-        "parts joined by '+'; @CAP",
-    )
     p.add_argument(
         "--only",
         default=None,
@@ -91,10 +63,6 @@ def main() -> None:
     a = p.parse_args()
     timer = time_graph_ms if a.graph else time_ms
     kernel_table.SYNC = not a.graph  # eager: one call at a time, its host work included
-    try:
-        variants = [(v, ShortConfig.variant(v)) for v in a.variant.split(",")]
-    except ValueError as e:
-        p.error(str(e))
     shapes = SHAPES
     if a.only:
         shapes = []
@@ -104,7 +72,7 @@ def main() -> None:
             shapes.append((dts, int(b), int(n), k, rest[1] if len(rest) > 1 else "none"))
     sm = _sm_count(0)
     print(
-        f"{'shape':24s} {'search':8s} {'plan':44s} | {'short ms':>8s} {'stream ms':>9s} "
+        f"{'shape':24s} {'plan':56s} | {'short ms':>8s} {'stream ms':>9s} "
         f"{'topk ms':>8s} {'empty ms':>8s} | {'x topk':>6s} {'TB/s':>5s} chk"
     )
     one = torch.empty(1, device="cuda")  # its zero_(): the least a launch costs
@@ -133,34 +101,31 @@ def main() -> None:
             t_stream = timer(stream, inputs, a.repeats)
         t_topk = timer(lambda x, k=k: torch.topk(x, k, dim=1), inputs, a.repeats)
         t_empty = timer(lambda x: one.zero_(), inputs, a.repeats)
-        for vname, cfg in variants:
-            plan = short_path(inputs[0], k, opt, sm, cfg)
+        plan = short_path(inputs[0], k, opt, sm)
 
-            def short(x, k=k, opt=opt, plan=plan):
-                v, i = out(x)
-                run_short(x, k, opt, v, i, plan)
-                return v, i
+        def short(x, k=k, opt=opt, plan=plan):
+            v, i = out(x)
+            run_short(x, k, opt, v, i, plan)
+            return v, i
 
-            status = "-"
-            t_short = float("nan")
-            if plan is not None:
-                status = check(inputs[0], k, order, *short(inputs[0]))
-                t_short = timer(short, inputs, a.repeats)
-            best = min(t for t in (t_short, t_stream) if t == t)
-            tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
-            print(
-                f"{dts} {rows}x{n} k={k:<5d}{'' if order == 'none' else ' ' + order}".ljust(24)
-                + f" {vname:8s} {describe(plan):44s} | {t_short:8.3f} {t_stream:9.3f} "
-                f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
-                flush=True,
-            )
-            if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:
-                each = level_times(plan, inputs, k, timer, a.repeats, t_short)
-                print(f"    levels, ms each: {each}", flush=True)
-            if a.phases and plan is not None and plan.grid_sync:
-                print(
-                    f"    phases, ms to each: {phase_times(plan, inputs, short, timer, a.repeats)}"
-                )
+        status = "-"
+        t_short = float("nan")
+        if plan is not None:
+            status = check(inputs[0], k, order, *short(inputs[0]))
+            t_short = timer(short, inputs, a.repeats)
+        best = min(t for t in (t_short, t_stream) if t == t)
+        tb = bench.tbps(bench.effective_bytes(rows, n, k, dtype), best * 1e-3)
+        print(
+            f"{dts} {rows}x{n} k={k:<5d}{'' if order == 'none' else ' ' + order}".ljust(24)
+            + f" {describe(plan):56s} | {t_short:8.3f} {t_stream:9.3f} "
+            f"{t_topk:8.3f} {t_empty:8.3f} | {t_topk / best:6.2f} {tb:5.2f} {status}/{s2}",
+            flush=True,
+        )
+        if a.levels and plan is not None and len(plan.levels) > 1 and not plan.in_launch:
+            each = level_times(plan, inputs, k, timer, a.repeats, t_short)
+            print(f"    levels, ms each: {each}", flush=True)
+        if a.phases and plan is not None and plan.grid_sync:
+            print(f"    phases, ms to each: {phase_times(plan, inputs, short, timer, a.repeats)}")
         del inputs
         torch.cuda.empty_cache()
 
@@ -194,7 +159,7 @@ def phase_times(plan, inputs, short, timer, repeats) -> str:
     whole = triton_short._passes_kwargs
     parts = []
     try:
-        for last in range(triton_short.pass_count(inputs[0].dtype, plan) + 1):
+        for last in range(triton_short.pass_count(inputs[0].dtype) + 1):
 
             def upto(*a, last=last):
                 return tuple(dict(kw, LAST=min(kw["LAST"], last)) for kw in whole(*a))

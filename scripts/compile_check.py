@@ -163,14 +163,15 @@ def compile_rows_kernel(
     )
 
 
-def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=None):
+def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, by_phase=False):
     """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
     as run_short launches it (its register cap): [(level, cap, compiled kernel)]. With
     ``k = 1`` the kernels take k as a compile-time constant, as a launch does (Triton
-    specializes an integer argument equal to 1)."""
-    cfg = cfg or triton_short.ShortConfig()
+    specializes an integer argument equal to 1). ``by_phase``: the radix passes one
+    launch per phase, as run_short launches them where a device refuses their
+    cooperative launch."""
     x = torch.empty(rows, n, dtype=dtype, device="meta")  # the plan reads shapes only
-    plan = triton_short.short_path(x, k, TopkOptions(order=order), 132, cfg)
+    plan = triton_short.short_path(x, k, TopkOptions(order=order), 132)
     if plan is None:
         raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
     flags = (
@@ -190,7 +191,8 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, cfg=N
     launch = triton_short._launch_kwargs(dtype, plan, flags, page_flags, False)
     runs = [(lv, kernel, signature, kw) for lv, kw in zip(levels, launch, strict=True)]
     if plan.passes and order != Order.VALUE:  # the radix passes' launches
-        each = triton_short._passes_kwargs(dtype, plan, flags, page_flags, plan.grid_sync)
+        sync = plan.grid_sync and not by_phase
+        each = triton_short._passes_kwargs(dtype, plan, flags, page_flags, sync)
         lv = plan.pass_level
         runs = [(lv, triton_short.radix_phases_kernel, triton_short.passes_signature, kw)
                 for kw in each]  # fmt: skip
@@ -322,9 +324,9 @@ def main() -> None:
     )
     p.add_argument(
         "--variant",
-        default="radix",
-        help="with --short: ShortConfig.variant names (radix / radixB / old / nopf / fused / "
-        "splitN / segN, joined by '+'), each @CAP: a register cap",
+        default="plan",
+        help="with --short: 'plan' (the launches of the shape's plan) or 'by-phase' (its "
+        "radix passes one launch per phase, as where a cooperative launch is refused)",
     )
     p.add_argument(
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"
@@ -345,7 +347,7 @@ def main() -> None:
                         continue
                     for v in a.variant.split(","):
                         plan, levels = compile_short_levels(
-                            DT[d], rows, n, k, order, a.paged, triton_short.ShortConfig.variant(v)
+                            DT[d], rows, n, k, order, a.paged, v == "by-phase"
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""

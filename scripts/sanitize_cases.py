@@ -25,6 +25,7 @@ import sys
 
 import torch
 
+from deepselect import triton_short
 from deepselect.api import topk_rows
 from deepselect.bench import EXACT, check_against_oracle
 from deepselect.distributions import make
@@ -69,16 +70,18 @@ def short_and_split(dtype, dev="cuda", scale=1) -> bool:
 
 
 def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
-    """Two long rows split, with every merge in the one launch (the last program of a
-    group to finish merges it: candidates read across programs, counters) or one
-    launch per merge level."""
-    rows, n, k = 2, 400_000 // scale, 512 // scale
+    """Long rows split, with every merge in the one launch (the last program of a
+    group to finish merges it: candidates read across programs, counters; two rows)
+    or one launch per merge level (one row, at a pretend SM count of 8: more than 6
+    segments a pretend SM)."""
+    rows, n, k = (2 if in_launch else 1), 400_000 // scale, 512 // scale
     x = make("distinct32", rows, n, dtype, dev, seed=3)
-    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(merge_in_launch=in_launch)
+    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 32
+    cfg = ShortConfig()
     if scale > 1:  # slices of the interpreter's size, several merge levels
-        cfg = ShortConfig(nmax=128, seg_max=128, min_seg=64, split_rows=1.0,
-                          merge_in_launch=in_launch, in_launch_per_sm=64)  # fmt: skip
+        cfg = ShortConfig(nmax=128, min_seg=64, split_rows=(1.0, 1.0, 1.0))
+    if not in_launch:
+        sm = 8
     ok = True
     for order in (Order.NONE, Order.VALUE):
         opt = TopkOptions(order=order)
@@ -94,24 +97,25 @@ def split(dtype, in_launch: bool, dev="cuda", scale=1) -> bool:
 def passes(dtype, sync, tiles=1, dev="cuda", scale=1) -> bool:
     """Long rows split as radix passes (each digit's histogram gathered across a
     row's programs; every program writing its own slots), in one cooperative launch
-    (``sync``, row barriers between phases) or one launch per phase, up to ``tiles``
-    segments a program: rows of 32 values, ties across segments, unsorted and by
-    index."""
+    (``sync``, row barriers between phases) or one launch per phase (as where a
+    device refuses the cooperative launch), ``tiles > 1``: several segments a
+    program: rows of 32 values, ties across segments, unsorted and by index. Under
+    the interpreter, the plan a GPU makes, one launch per phase."""
     rows, n, k = (6, 1_000_000, 512) if tiles > 1 and scale == 1 else (2, 400_000, 512)
     n, k = n // scale, k // scale
     x = make("distinct32", rows, n, dtype, dev, seed=4)
     sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
-    cfg = ShortConfig(radix_passes=True, grid_sync=sync, pass_max_tiles=tiles)
-    if scale > 1:  # slices of the interpreter's size
-        cfg = ShortConfig(
-            nmax=128, seg_max=128, min_seg=64, split_rows=1.0, radix_passes=True,
-            pass_max_tiles=tiles,
-        )  # fmt: skip
+    cfg = ShortConfig()
+    if scale > 1:  # slices of the interpreter's size, a segment a program
+        cfg, sm = ShortConfig(nmax=128, min_seg=64, split_rows=(1.0, 1.0, 1.0)), 128
     ok = True
     for order in (Order.NONE, Order.INDEX):
         opt = TopkOptions(order=order)
-        plan = short_path(x, k, opt, sm, cfg)
-        ok &= plan is not None and plan.passes and (sync or not plan.grid_sync)
+        plan = triton_short._plan(rows, n, k, sm, cfg, False, x.element_size() * 8, False)
+        if plan is None or not plan.passes:
+            return False
+        if not sync or dev != "cuda":
+            plan = dataclasses.replace(plan, grid_sync=False, fused_stats=dev == "cuda")
         ok &= plan.grid_sync or not (sync and scale == 1)  # full size: the rows fit one launch
         ok &= plan.pass_tiles > 1 or not (tiles > 1 and scale == 1)
         ov = torch.empty((rows, k), dtype=dtype, device=dev)

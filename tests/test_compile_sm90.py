@@ -96,56 +96,56 @@ def test_short_path_builds():
 
 
 def test_split_in_one_launch_builds():
-    """The split with its merges in its one launch (``ShortConfig.merge_in_launch``):
-    the segments and both merge levels of 1 x 1M, with the counters' atomics, build
-    as one kernel."""
-    lines = compile_check("--short", "1x1048576", "--dtype", "bf16", "--order", "value",
-                          "--variant", "fused")  # fmt: skip
+    """The split with its merges in its one launch: the segments and both merge levels
+    of 1 x 1M, with the counters' atomics, build as one kernel."""
+    lines = compile_check("--short", "1x1048576", "--dtype", "bf16", "--order", "value")
     assert len(lines) == 1 and "in-launch" in lines[0], lines
 
 
 def test_short_path_builds_with_k_one():
     """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
     integer argument equal to 1): the split in one launch and every level of the split
-    launched level by level build with it."""
-    args = ("--short", "8x300000", "--dtype", "bf16", "--k", "1", "--order", "none")
-    (line,) = compile_check(*args)
+    launched level by level (7 rows of 1M: too many programs to merge in their launch)
+    build with it."""
+    args = ("--dtype", "bf16", "--k", "1", "--order", "none")
+    (line,) = compile_check("--short", "8x300000", *args)
     assert "in-launch" in line, line
-    assert len(compile_check(*args, "--variant", "levelled")) == 2
+    lines = compile_check("--short", "7x1048576", *args)
+    assert len(lines) == 2 and "in-launch" not in lines[0], lines
 
 
 def test_radix_passes_build_in_one_launch_and_by_phase():
     """The radix passes: all phases in one cooperative launch (its row barriers' spin
-    loops), with k = 1 as a compile-time constant and the page map, without spills;
-    one launch per phase: fp32's four 8-bit passes and the write."""
-    args = ("--short", "1x1048576", "--dtype", "bf16", "--k", "1", "--order", "index")
-    (line,) = compile_check(*args, "--paged", "--variant", "passes")
+    loops), with the page map, without spills; one launch per phase (where a device
+    refuses the cooperative launch): fp32's four 8-bit passes and the write."""
+    args = ("--short", "1x1048576", "--dtype", "bf16", "--order", "index")
+    (line,) = compile_check(*args, "--paged")
     assert "one-launch" in line and spills(line) == 0, line
     args = ("--short", "2x129280", "--dtype", "fp32", "--order", "none")
-    lines = compile_check(*args, "--variant", "passes+nosync")
-    assert len(lines) == 5 and "one-launch" not in lines[0], lines
+    lines = compile_check(*args, "--variant", "by-phase")
+    assert len(lines) == 5 and all("by-phase" in line for line in lines), lines
 
 
 def test_smem_histograms_have_their_shared_memory():
-    """With ``ShortConfig.smem_hist`` the histograms' bins are the first words of the
-    kernel's shared memory: every launch that takes one (the short rows' radix select
-    of 6- and 8-bit digits, the split in one launch, the passes in one launch and per
+    """The shared-memory histograms' bins are the first words of the kernel's shared
+    memory: every launch that takes one (the short rows' radix select of 6-bit digits,
+    the lean split's of 8-bit digits in one launch, the passes in one launch and per
     phase) is given at least a word per bin, and none of them takes a warp vote."""
     runs = [
-        (("--short", "4096x4096", "--dtype", "bf16"), "smem", 64),
-        (("--short", "4096x4096", "--dtype", "fp32"), "smem+radix8", 256),
-        (("--short", "6x129280", "--dtype", "fp32"), "smem+nopasses", 64),
-        (("--short", "1x1048576", "--dtype", "bf16"), "smem", 256),
-        (("--short", "2x129280", "--dtype", "fp32"), "smem+passes+nosync", 256),
-    ]
-    for args, variant, bins in runs:
-        lines = compile_check(*args, "--order", "none", "--variant", variant, "--sass-stats")
+        (("--short", "4096x4096", "--dtype", "bf16", "--order", "none"), 64),
+        (("--short", "6x129280", "--dtype", "fp32", "--order", "value"), 256),
+        (("--short", "1x1048576", "--dtype", "bf16", "--order", "none"), 256),
+        (("--short", "2x129280", "--dtype", "fp32", "--order", "none", "--variant", "by-phase"),
+         256),
+    ]  # fmt: skip
+    for args, bins in runs:
+        lines = compile_check(*args, "--sass-stats")
         # the launches with a histogram (the passes' write takes none)
         hist = [ln for ln in lines if "smem_hist=0" not in ln]
-        assert hist, (variant, lines)
+        assert hist, (args, lines)
         for line in hist:
             shared = int(re.search(r"shared=(\d+)", line).group(1))
-            assert shared >= 4 * bins and "VOTE=0" in line, (variant, line)
+            assert shared >= 4 * bins and "VOTE=0" in line, (args, line)
     # a tensor smaller than the program's threads is held by several threads at once,
     # and each copy would count its key again: rows of up to 16 (one warp holds 16
     # keys) take tl.histogram
@@ -154,9 +154,9 @@ def test_smem_histograms_have_their_shared_memory():
 
 
 def test_short_launches_read_their_input_in_vectors():
-    """``ShortConfig.vec_load``: the short rows' select, the split and the radix
-    passes read each thread's run of contiguous input with 16-byte loads (as a launch
-    on contiguous rows specializes them), not one element a thread per load."""
+    """The short rows' select, the split and the radix passes read each thread's run
+    of contiguous input with 16-byte loads (as a launch on contiguous rows specializes
+    them), not one element a thread per load."""
     runs = [
         (("--short", "4096x4096", "--dtype", "bf16"), 2),  # 16 keys a thread: 2 x 8
         (("--short", "4096x4096", "--dtype", "fp32"), 4),
@@ -164,12 +164,9 @@ def test_short_launches_read_their_input_in_vectors():
         (("--short", "14x1048576", "--dtype", "bf16"), 2),  # the split
     ]
     for args, loads in runs:
-        for variant, least in (("radix", loads), ("novec", 0)):
-            (line, *_) = compile_check(  # the launch that reads the input
-                *args, "--order", "none", "--variant", variant, "--sass-stats"
-            )
-            vec = int(re.search(r"LDG128=(\d+)", line).group(1))
-            assert vec >= least if least else vec == 0, (variant, line)
+        (line, *_) = compile_check(*args, "--order", "none", "--sass-stats")  # reads the input
+        vec = int(re.search(r"LDG128=(\d+)", line).group(1))
+        assert vec >= loads, (args, line)
 
 
 def test_crowded_stream_launch_builds_at_its_cap():

@@ -7,37 +7,36 @@ leaves most SMs idle). Both cases are served here by one kernel that holds a who
 slice of up to ``NMAX`` elements in registers and selects its exact top-k there:
 
 * **short rows** (``N <= NMAX``): one program per row, one launch.
-* **split** (few long rows, or many rows of moderate length): level 0 cuts every
-  row into segments of ``L`` elements, one program per (row, segment), and writes
-  each segment's exact top-k as ``(key, index)`` pairs to a scratch buffer. Merge
-  levels then read those pairs in groups of ``G`` (the same kernel in candidate
-  mode) until one group per row is left, which writes the outputs. Exact, because
-  every element of a row's top-k is in its segment's top-k (and in its group's
-  top-k at each level). Where at most MAX_IN_LAUNCH merge levels are needed (the
-  default ``ShortConfig.merge_in_launch``) the merges run in the segments' launch
-  (:func:`split_fused_kernel`): the last program of a group to finish (a per-group
-  counter) merges it, and so on up the levels; otherwise one launch per level.
-* **radix passes** (a split unsorted or by index, k > 1, where the rows'
-  segments fit one launch at up to six a program): one cooperative launch
-  (every program resident, or the launch refused) of one program per SM, each
-  holding its segment's keys in registers the whole time (:func:`radix_phases_kernel`;
-  with several segments a program, read again each phase). Per 8-bit digit of the
-  key, from the top, every program adds its segment's histogram of the digit
-  (keys whose higher digits match those chosen; by shared-memory atomics,
-  ``ShortConfig.smem_hist``) into the row's, waits at a row
-  barrier, and chooses the digit itself from the row's histogram: the pivot key
-  ``P`` and the ties ``r`` to take after the last digit. Each program also keeps
-  its own histograms as running sums, from which every program counts the keys
-  above and at ``P`` in the segments before its own and writes its selected
-  elements at their slots. No selection chain, no candidates: a row costs two
-  passes over registers (bf16) and two barriers, whatever k (up to nmax).
+* **split** (few long rows): level 0 cuts every row into segments of ``L``
+  elements, one program per (row, segment), and writes each segment's exact top-k
+  as ``(key, index)`` pairs to a scratch buffer. Merge levels then read those pairs
+  in groups of ``G`` (the same kernel in candidate mode) until one group per row is
+  left, which writes the outputs. Exact, because every element of a row's top-k is
+  in its segment's top-k (and in its group's top-k at each level). Where at most
+  MAX_IN_LAUNCH merge levels are needed and the segments' programs are few, the
+  merges run in the segments' launch (:func:`split_fused_kernel`): the last program
+  of a group to finish (a per-group counter) merges it, and so on up the levels;
+  otherwise one launch per level.
+* **radix passes** (a split unsorted or by index, k > 1, where the rows' segments
+  fit one launch at up to PASS_MAX_TILES a program): one cooperative launch (every
+  program resident, or the launch refused) of one program per SM, each holding its
+  segment's keys in registers the whole time (:func:`radix_phases_kernel`; with
+  several segments a program, read again each phase). Per 8-bit digit of the key,
+  from the top, every program adds its segment's histogram of the digit (keys
+  whose higher digits match those chosen) into the row's, waits at a row barrier,
+  and chooses the digit itself from the row's histogram: the pivot key ``P`` and
+  the ties ``r`` to take after the last digit. Each program also keeps its own
+  histograms as running sums, from which every program counts the keys above and
+  at ``P`` in the segments before its own and writes its selected elements at their
+  slots. No selection chain, no candidates: a row costs two passes over registers
+  (bf16) and two barriers, whatever k.
 
 How one program selects (``NMAX`` elements in registers, ``nv`` of them valid):
 
 Each thread holds consecutive positions of the slice (:func:`_spread`), so that a
 running count in position order (steps 1b and 3) is a scan within each thread and one
-scan across the threads' totals; the input is read as each thread's run in 16-byte
-vectors (:func:`_load_spread`, ``ShortConfig.vec_load``).
+scan across the threads' totals; a contiguous input is read as each thread's run in
+16-byte vectors (:func:`_load_spread`).
 
 1. One reduction gives ``nv`` and the min and max valid key. If ``nv <= k`` every
    valid element is selected and step 2 is skipped.
@@ -49,28 +48,17 @@ vectors (:func:`_load_spread`, ``ShortConfig.vec_load``).
    order) go through a scratch row to a ``CAND``-long vector and steps 2-4 run on it
    alone: all of the top k are among them. Otherwise (a sample that far off, or
    ties filling the room) steps 2-4 run on every element, as without the
-   prefilter. ~750 of 4096 keys pass at k = 512, so the radix passes run on a
-   quarter of the elements. With ``ShortConfig.value_filter`` (off; untimed) a slice
-   of the input is counted by comparing its values with the threshold's bound
-   (``triton_kernels._key_bound``) and only the kept elements are made keys.
+   prefilter.
 2. A radix select for the pivot key ``P`` (the k-th largest valid key), digit by
-   digit from the top: a pass takes a ``tl.histogram`` of one digit of the keys whose
+   digit from the top: a pass takes a histogram of one digit of the keys whose
    higher digits equal the prefix found so far (the histogram's mask), and one
    cumulative sum over its bins, counted from the top, picks the digit holding the
-   k-th key and the number of keys above it. With ``radix_bits = 6`` a 16-bit key
-   takes 3 passes (digits of 5, 5 and 6 bits) and a 32-bit key 6; a digit that is
-   the same in every valid key (known from ``min ^ max``) takes none. Invalid
-   elements hold key 0, the bottom of every histogram, where they cannot move the
-   choice, so they need no mask of their own. The count of keys ``> P`` is the sum
-   of the keys above the chosen bins. Triton 3.6 lowers the histogram to warp
-   ballots (one per digit bit and one for the mask, per element, and a popcount per
-   32 bins): ~23-30 instructions per element held for a 5-6 bit digit (ptxas,
-   sm_90), newer releases to shared-memory atomics.
-   The older search stays selectable (``ShortConfig(radix=False)``): an ``NP``-ary
-   search that counts the valid keys ``>= p`` for ``NP`` pivots spread over the
-   remaining range ``[lo, hi]`` in one reduction per step (~34 instructions per
-   element with ``NP = 8``) and keeps the sub-range holding the answer; a 16-bit key
-   takes at most 6 steps, a 32-bit key at most 11.
+   k-th key and the number of keys above it. With 6-bit digits a 16-bit key takes 3
+   passes (digits of 5, 5 and 6 bits) and a 32-bit key 6; a digit that is the same
+   in every valid key (known from ``min ^ max``) takes none. Invalid elements hold
+   key 0, the bottom of every histogram, where they cannot move the choice, so they
+   need no mask of their own. The histograms are shared-memory atomics where a
+   GPU build allows them (:func:`smem_hist`), else ``tl.histogram``.
 3. One cumulative sum over the packed flags ``(key > P) << 16 | (key == P)`` gives
    every selected element its output slot: all keys above ``P``, then the
    ``k - count(> P)`` lowest-index keys equal to ``P`` (slots follow position
@@ -80,18 +68,12 @@ vectors (:func:`_load_spread`, ``ShortConfig.vec_load``).
 4. The selection is written in index order; ``order="value"`` writes it, reads the
    ``k`` survivors back and sorts them by (key desc, index asc).
 
-So a selection costs 2 block-wide reductions plus, per radix pass, a histogram, a
-cumulative sum and a sum over at most 64 bins (``steps`` reductions with the older
-search), plus a sort for ``order="value"``; the prefilter adds the sample's radix
-select, a count and the scratch round trip, and shrinks everything after it. The
-work depends on the data only through the key range and whether the prefilter's
-threshold holds.
-
 Invalid candidates (outside a window, past the row end, or the padding of a segment
 with fewer than k valid elements) carry the index ``-1`` and are never selected.
 
 Everything about a launch is decided from shapes only (:func:`short_path`), so a call
-can be captured in a CUDA graph.
+can be captured in a CUDA graph. The measured reason behind each rule of the plan is
+in ``docs/tuning.md`` ("Short rows and the split").
 """
 
 from __future__ import annotations
@@ -99,7 +81,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from functools import cache
 
 import torch
@@ -147,127 +129,29 @@ def _stats_combine(n_a, max_a, min_a, n_b, max_b, min_b):
 
 
 @triton.jit
-def _max_min(max_a, min_a, max_b, min_b):
-    return tl.maximum(max_a, max_b), tl.minimum(min_a, min_b)
-
-
-@triton.jit
-def _add_pair(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-
-
-@triton.jit
-def _ge_word(keys, lo, span, J0: tl.constexpr, NP: tl.constexpr):
-    """Flags ``key >= pivot_j`` for the pivots ``j = J0+1 .. J0+4`` as four 16-bit
-    fields of an int64 per element, so that one sum counts four pivots (a count is
-    at most NMAX <= 16384 and fits its field). Every pivot is above ``lo``, so the
-    invalid elements' key 0 never counts."""
-    acc = tl.zeros(keys.shape, tl.int64)
-    for t in tl.static_range(4):
-        p = (lo.to(tl.uint64) + (span * (J0 + t + 1) + NP - 1) // NP).to(tl.uint32)
-        acc += (keys >= p).to(tl.int64) << (16 * t)
-    return acc
-
-
-@triton.jit
-def _pivot_search(keys, nv, kmax, kmin, k, NP: tl.constexpr, FUSED: tl.constexpr):
-    """The k-th largest valid key P and the number of valid keys above it (invalid
-    elements hold key 0, below every pivot).
-
-    Each step counts the valid keys ``>= p`` for NP (4 or 8) pivots spread over
-    ``(lo, hi]`` with ONE block-wide reduction (the counts travel packed in int64
-    words), then picks the sub-range with scalar arithmetic. If ``nv <= k`` the loop
-    is skipped (every valid element is selected; the result is then unused).
-    Invariants: at least ``kk = min(k, nv)`` valid keys are ``>= lo``, and ``above``
-    (< kk) valid keys are ``>= hi + 1``."""
-    kk = tl.minimum(k, nv).to(tl.int64)
-    lo = tl.where(nv > k, kmin, kmax)
-    hi = kmax
-    above = (nv * 0).to(tl.int64)
-    while lo < hi:
-        span = (hi - lo).to(tl.uint64)
-        w0 = _ge_word(keys, lo, span, 0, NP)
-        if NP == 8:
-            w1 = _ge_word(keys, lo, span, 4, NP)
-            if FUSED:
-                s0, s1 = tl.reduce((w0, w1), 0, _add_pair)
-            else:
-                s0 = tl.sum(w0, axis=0)
-                s1 = tl.sum(w1, axis=0)
-        else:
-            s0 = tl.sum(w0, axis=0)
-            s1 = s0
-        new_lo = lo
-        new_hi = hi
-        new_above = above
-        # counts fall as pivots rise: the last pivot holding kk keys becomes lo, the
-        # first one losing them bounds hi (walked downwards so the lowest one wins)
-        for j in tl.static_range(NP, 0, -1):
-            p = (lo.to(tl.uint64) + (span * j + NP - 1) // NP).to(tl.uint32)
-            if j <= 4:
-                c = (s0 >> (16 * (j - 1))) & 0xFFFF
-            else:
-                c = (s1 >> (16 * (j - 5))) & 0xFFFF
-            holds = c >= kk
-            new_lo = tl.where(holds & (p > new_lo), p, new_lo)
-            new_hi = tl.where(holds, new_hi, p - 1)
-            new_above = tl.where(holds, new_above, c)
-        lo = new_lo
-        hi = new_hi
-        above = new_above
-    return lo, above.to(tl.int32)
-
-
-@triton.jit
 def _prefilter(
-    nv,
-    kmax,
-    kmin,
-    k,
-    x_row,
-    stride_xc,
-    lo,
-    hi,
-    s0,
-    L,
-    sk_row,
-    si_row,
-    SRC_CAND: tl.constexpr,
-    CAND: tl.constexpr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    CM: tl.constexpr = "",
-    SMEM: tl.constexpr = False,
-    NT: tl.constexpr = 0,
-    OWN_BOUNDS: tl.constexpr = False,
-    NMAX: tl.constexpr = 0,
-):
+    nv, kmax, kmin, k, x_row, stride_xc, lo, hi, s0, L, sk_row, si_row,
+    SRC_CAND: tl.constexpr, CAND: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr, LARGEST: tl.constexpr, RAW16: tl.constexpr,
+    RADIX_BITS: tl.constexpr, CM: tl.constexpr, SMEM: tl.constexpr, NT: tl.constexpr,
+    NMAX: tl.constexpr,
+):  # fmt: skip
     """A threshold ``thr`` at or below the k-th largest valid key, likely; ``thr = 0``
     where the slice is too short for it to pay (fewer than ``4k`` or ``CAND`` valid
     elements). ``kmax``/``kmin`` bound the valid keys (the radix select's digits
-    shared by both take no pass); OWN_BOUNDS: the sample's own maximum and minimum
-    instead (one reduction), where the slice's are not known. ``NMAX``: the elements
-    held.
+    shared by both take no pass). ``NMAX``: the elements held.
 
     ``S`` keys (one per thread) are read again at evenly spaced positions of the
     slice (``[max(lo, s0), min(hi, s0 + L))``, L1/L2 hits: the row's window, or
     ``[0, C)`` of a candidate row, where a padding entry samples as key 0), and
     ``thr`` is their ``r``-th largest, ``r`` the expected number of samples at or
     above the k-th key, ``m = k S / nv``, plus 2.5 standard deviations (``sqrt(m)``)
-    and 2. So about ``r nv / S`` keys pass (~750 of 4096 at k = 512, ``S`` = 256),
-    at least k unless the sample is that far off. Exact whatever the data: the
-    caller counts the keys ``>= thr`` (``c``) and keeps the threshold only if ``k <=
-    c <= CAND`` (every one of the top k is then ``>= thr``), and otherwise selects
-    from every element."""
+    and 2. So about ``r nv / S`` keys pass, at least k unless the sample is that far
+    off. Exact whatever the data: the caller counts the keys ``>= thr`` (``c``) and
+    keeps the threshold only if ``k <= c <= CAND`` (every one of the top k is then
+    ``>= thr``), and otherwise selects from every element."""
     S: tl.constexpr = NMAX // 16  # one a thread at 16 held a thread
     thr = (nv * 0).to(tl.uint32)
-    if OWN_BOUNDS:  # typed as the reduction below makes them
-        kmax = thr + kmax
-        kmin = thr + kmin
     if (nv >= 4 * k) & (nv > CAND):
         a = tl.maximum(lo, s0)
         span = tl.minimum(hi, s0 + L) - a
@@ -278,8 +162,6 @@ def _prefilter(
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
             sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
-        if OWN_BOUNDS:
-            kmax, kmin = tl.reduce((sk, sk), 0, _max_min)
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
         thr, _ = K._radix_select(
@@ -338,27 +220,20 @@ def _load_spread(
 
 
 @triton.jit
-def _compact(kept, bits, idx, c, base, CAND: tl.constexpr, NT: tl.constexpr,
-             RAW16: tl.constexpr = False):  # fmt: skip
+def _compact(kept, keys, idx, c, base, CAND: tl.constexpr, NT: tl.constexpr):
     """The held elements where ``kept`` (``c <= CAND`` of them), in position order, as
-    ``CAND``-long vectors of their ``bits`` (keys, or with RAW16 raw 16-bit values:
-    returned as the int16 view) and indices (index -1 and bits 0 past ``c``): written
-    as packed ``bits << 32 | index`` words to this program's scratch row ``base`` (at
-    least ``CAND`` words) at their rank among the kept, and read back."""
+    ``CAND``-long vectors of their keys and indices (index -1 and key 0 past ``c``):
+    written as packed ``key << 32 | index`` words to this program's scratch row
+    ``base`` (at least ``CAND`` words) at their rank among the kept, and read back."""
     slot = _running_count(kept.to(tl.int32), NT) - 1
-    if RAW16:
-        bits = bits.to(tl.uint16, bitcast=True).to(tl.uint32)
-    word = (bits.to(tl.uint32, bitcast=True).to(tl.int64) << 32) | idx.to(tl.int64)
+    word = (keys.to(tl.uint32, bitcast=True).to(tl.int64) << 32) | idx.to(tl.int64)
     tl.store(base + slot, word, mask=kept)
     tl.debug_barrier()  # every write before the read-back
     q = _spread(CAND, NT)
     # as int64 also where a launch without the prefilter passes a placeholder for the
     # scratch: Triton builds this branch (dead there) all the same
     w = tl.load(base + q, mask=q < c, other=0xFFFFFFFF).to(tl.int64)
-    out = (w >> 32).to(tl.uint32)
-    if RAW16:
-        out = out.to(tl.uint16).to(tl.int16, bitcast=True)
-    return out, w.to(tl.int32)
+    return (w >> 32).to(tl.uint32), w.to(tl.int32)
 
 
 @triton.jit
@@ -430,55 +305,15 @@ def _write_staged(
 
 @triton.jit
 def _finish(
-    keys,
-    idx,
-    valid,
-    nv,
-    kmax,
-    kmin,
-    k,
-    row,
-    seg,
-    x_row,
-    stride_xc,
-    dk_ptr,
-    di_ptr,
-    DC,
-    U,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    DST_CAND: tl.constexpr,
-    ORDER: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PAGED: tl.constexpr,
-    PAGE_SHIFT: tl.constexpr,
-    HAS_R2B: tl.constexpr,
-    NT: tl.constexpr,
-):
+    keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr, DC, U,
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
+    fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
+    RAW16: tl.constexpr, DST_CAND: tl.constexpr, ORDER: tl.constexpr, OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr, KP: tl.constexpr, SMEM_HIST: tl.constexpr,
+    RADIX_BITS: tl.constexpr, PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr,
+    HAS_R2B: tl.constexpr, NT: tl.constexpr,
+):  # fmt: skip
     """Steps 2-4 for the elements held (``keys``/``idx`` of any power-of-two length,
     invalid ones with key 0): the pivot key, every selected element's slot, and the
     writes (candidate pairs or the caller's outputs). ``nv``/``kmax``/``kmin``: the
@@ -486,12 +321,9 @@ def _finish(
     of the row's ``DC`` columns, padded with index -1 past the selection (``U >= k``)."""
     row64 = row.to(tl.int64)
     # 2. pivot key
-    if RADIX:
-        pk, above = K._radix_select(
-            keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, RADIX == 2, NT
-        )  # fmt: skip
-    else:
-        pk, above = _pivot_search(keys, nv, kmax, kmin, k, NP, FUSED_STATS)
+    pk, above = K._radix_select(
+        keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, SMEM_HIST, NT
+    )  # fmt: skip
     kk = tl.minimum(k, nv)
     take_all = nv <= k
     # 3. slots: keys above P first-come, then the lowest-index ties up to kk
@@ -544,17 +376,9 @@ def _vector_bounds(lo, hi, V: tl.constexpr):
 
 @triton.jit
 def _slice_pos(
-    N,
-    row,
-    seg,
-    L,
-    begin_ptr,
-    end_ptr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    NMAX: tl.constexpr,
-    NT: tl.constexpr,
-):
+    N, row, seg, L, begin_ptr, end_ptr, RAW16: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    NMAX: tl.constexpr, NT: tl.constexpr,
+):  # fmt: skip
     """Slice ``seg`` (positions ``[seg * L, seg * L + L)``) of one input row, laid out by
     :func:`_spread`: its positions, validity (inside the slice and the row's window),
     which to load and the row's window ``[lo, hi)``."""
@@ -573,27 +397,17 @@ def _slice_pos(
 
 @triton.jit
 def _slice_raw(
-    x_row,
-    stride_xc,
-    N,
-    row,
-    seg,
-    L,
-    begin_ptr,
-    end_ptr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    NMAX: tl.constexpr,
-    NT: tl.constexpr,
-    VEC: tl.constexpr = False,
-):
+    x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, NMAX: tl.constexpr, NT: tl.constexpr,
+):  # fmt: skip
     """:func:`_slice_pos`'s slice read: its raw bits (any value where not valid),
-    positions, validity and the row's window. ``VEC``: each thread's run read by
-    16-byte vector loads where the row is contiguous (:func:`_load_spread`)."""
+    positions, validity and the row's window. A contiguous row is read as each
+    thread's run in 16-byte vectors (:func:`_load_spread`), a strided one element by
+    element."""
     idx, valid, ld, lo, hi = _slice_pos(
         N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
     )  # fmt: skip
-    if VEC and stride_xc == 1:
+    if stride_xc == 1:
         V: tl.constexpr = 8 if RAW16 else 4
         lo_v, hi_v = _vector_bounds(lo, hi, V)
         raw = _load_spread(x_row, seg * L, lo_v, hi_v, L, N, NMAX, NT, V)
@@ -604,27 +418,13 @@ def _slice_raw(
 
 @triton.jit
 def _input_slice(
-    x_row,
-    stride_xc,
-    N,
-    row,
-    seg,
-    L,
-    begin_ptr,
-    end_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    NMAX: tl.constexpr,
-    NT: tl.constexpr,
-    VEC: tl.constexpr = False,
-):
+    x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK: tl.constexpr,
+    SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr, RAW16: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, NMAX: tl.constexpr, NT: tl.constexpr,
+):  # fmt: skip
     """:func:`_slice_raw` with the raw bits made keys."""
     raw, idx, valid, lo, hi = _slice_raw(
-        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC
+        x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
     )  # fmt: skip
     keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     return keys, idx, valid, lo, hi
@@ -632,72 +432,22 @@ def _input_slice(
 
 @triton.jit
 def _slice_topk(
-    x_row,
-    stride_xc,
-    N,
-    row,
-    seg,
-    begin_ptr,
-    end_ptr,
-    src_k,
-    src_i,
-    C,
-    dk_ptr,
-    di_ptr,
-    DC,
-    U,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    L,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_base,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    SRC_CAND: tl.constexpr,
-    DST_CAND: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PREFILTER: tl.constexpr,
-    CAND: tl.constexpr,
-    NT: tl.constexpr,
-    PAGED: tl.constexpr,
-    PAGE_SHIFT: tl.constexpr,
-    HAS_R2B: tl.constexpr,
-    CM: tl.constexpr,
-    VEC: tl.constexpr = False,
-):
+    x_row, stride_xc, N, row, seg, begin_ptr, end_ptr, src_k, src_i, C, dk_ptr, di_ptr, DC,
+    U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
+    fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    scr_base, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr, RAW16: tl.constexpr, SRC_CAND: tl.constexpr,
+    DST_CAND: tl.constexpr, ORDER: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr, WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr,
+    KP: tl.constexpr, FUSED_STATS: tl.constexpr, SMEM_HIST: tl.constexpr,
+    RADIX_BITS: tl.constexpr, PREFILTER: tl.constexpr, CAND: tl.constexpr, NT: tl.constexpr,
+    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr, CM: tl.constexpr,
+):  # fmt: skip
     """Exact top-k of slice ``seg`` of row ``row`` (see :func:`short_rows_kernel`):
     ``src_k``/``src_i`` the row's candidate pairs (``C`` columns valid) in candidate
     mode; ``scr_base`` the program's prefilter scratch; ``CM`` the candidates' load
     cache modifier (".cg" where other programs of the same launch wrote them).
-    ``PREFILTER``: 0 none, 1 the sampled threshold over the held keys, 2 (the input
-    only; candidates as 1) over their values: see VALUES below."""
-    VALUES: tl.constexpr = (PREFILTER == 2) and (not SRC_CAND)
-    FP16: tl.constexpr = RAW16 and (INF_BITS == 0x7C00)
+    ``PREFILTER``: whether to try the sampled threshold (:func:`_prefilter`)."""
     o = _spread(NMAX, NT)
     pos_in = seg * L + o
     if SRC_CAND:
@@ -708,72 +458,44 @@ def _slice_topk(
         valid = idx >= 0
         lo = 0
         hi = C
-    elif VALUES:  # the raw bits; keys only for the elements the threshold keeps
-        raw, idx, valid, lo, hi = _slice_raw(
-            x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT,
-            VEC,
-        )  # fmt: skip
     else:
         keys, idx, valid, lo, hi = _input_slice(
             x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
         )  # fmt: skip
 
     # 2-4. the selection from what is held: first, where it pays, a sampled threshold
     # keeps only the elements at or above it (see _prefilter)
     use = False
-    if VALUES:
-        # VALUES: the valid count from the window, the sample's own key range, and the
-        # threshold as a bound on the values: one compare an element, no key
-        nv = tl.maximum(tl.minimum(hi, seg * L + L) - tl.maximum(lo, seg * L), 0)
+    keys, nv, kmax, kmin = _held_stats(keys, valid, FUSED_STATS)
+    thr = kmin
+    c = nv
+    kept = valid  # (built, not run, without the prefilter)
+    if PREFILTER:
         thr = _prefilter(
-            nv, KEY_MASK, 0, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i, SRC_CAND,
-            CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM, RADIX == 2, NT,
-            True, NMAX,
+            nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i, SRC_CAND,
+            CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM, SMEM_HIST, NT,
+            NMAX,
         )  # fmt: skip
-        w = K._key_bound(thr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, FP16)
-        kept = valid & K._beats_bound(K._raw_values(raw, RAW16, FP16), w, LARGEST)
+        kept = keys >= thr
         c = tl.sum(kept.to(tl.int32), axis=0)
         use = (thr > 0) & (c >= k) & (c <= CAND)
-    else:
-        keys, nv, kmax, kmin = _held_stats(keys, valid, FUSED_STATS)
-        thr = kmin
-        c = nv
-        kept = valid  # (built, not run, without the prefilter)
-        if PREFILTER:
-            thr = _prefilter(
-                nv, kmax, kmin, k, x_row, stride_xc, lo, hi, seg * L, L, src_k, src_i,
-                SRC_CAND, CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, RADIX_BITS, CM,
-                RADIX == 2, NT, False, NMAX,
-            )  # fmt: skip
-            kept = keys >= thr
-            c = tl.sum(kept.to(tl.int32), axis=0)
-            use = (thr > 0) & (c >= k) & (c <= CAND)
     if use:
-        if VALUES:
-            cr, ci = _compact(kept, raw, idx, c, scr_base, CAND, NT, RAW16)
-            ck = tl.where(ci >= 0, K._raw_key(cr, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST), 0)
-            kmax = tl.max(ck.to(tl.uint32), axis=0)
-        else:
-            ck, ci = _compact(kept, keys, idx, c, scr_base, CAND, NT)
+        ck, ci = _compact(kept, keys, idx, c, scr_base, CAND, NT)
         _finish(
             ck.to(tl.uint32), ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr,
             di_ptr, DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic,
             off_ptr, off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages,
             n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER,
-            OFF_TENSOR, WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT,
-            HAS_R2B, NT,
+            OFF_TENSOR, WRITE_VALUES, KP, SMEM_HIST, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
         )  # fmt: skip
     else:
-        if VALUES:  # the threshold did not hold: every element's key after all
-            keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-            keys, nv, kmax, kmin = _held_stats(keys, valid, FUSED_STATS)
         _finish(
             keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
             DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
             off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
             r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+            WRITE_VALUES, KP, SMEM_HIST, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
         )  # fmt: skip
 
 
@@ -802,62 +524,17 @@ def _held_stats(keys, valid, FUSED_STATS: tl.constexpr):
 
 @triton.jit
 def short_rows_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    sk_ptr,
-    si_ptr,
-    C,
-    dk_ptr,
-    di_ptr,
-    DC,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    L,
-    nseg,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    SRC_CAND: tl.constexpr,
-    DST_CAND: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PREFILTER: tl.constexpr,
-    CAND: tl.constexpr,
-    NT: tl.constexpr,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-    VEC_LOAD: tl.constexpr = False,
-):
+    x_ptr, stride_xr, stride_xc, N, begin_ptr, end_ptr, sk_ptr, si_ptr, C, dk_ptr, di_ptr,
+    DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
+    fill_index, fill_bits, k, L, nseg, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    scr_ptr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr, RAW16: tl.constexpr, SRC_CAND: tl.constexpr,
+    DST_CAND: tl.constexpr, ORDER: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    OFF_TENSOR: tl.constexpr, WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr,
+    KP: tl.constexpr, FUSED_STATS: tl.constexpr, SMEM_HIST: tl.constexpr,
+    RADIX_BITS: tl.constexpr, PREFILTER: tl.constexpr, CAND: tl.constexpr, NT: tl.constexpr,
+    PAGED: tl.constexpr = False, PAGE_SHIFT: tl.constexpr = 0, HAS_R2B: tl.constexpr = False,
+):  # fmt: skip
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
     row ``p // nseg``.
 
@@ -880,69 +557,24 @@ def short_rows_kernel(
         stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
         fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
         scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
-        DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX,
-        RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "", VEC_LOAD,
+        DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, FUSED_STATS,
+        SMEM_HIST, RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
     )  # fmt: skip
 
 
 @triton.jit
 def _merge_up(
-    alive,
-    unit,
-    units,
-    col,
-    cnt_row,
-    x_row,
-    stride_xc,
-    N,
-    row,
-    begin_ptr,
-    end_ptr,
-    ck_row,
-    ci_row,
-    ck_ptr,
-    ci_ptr,
-    DCT,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_base,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    LAST: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    M: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PREFILTER: tl.constexpr,
-    CAND: tl.constexpr,
-    NT: tl.constexpr,
-    PAGED: tl.constexpr,
-    PAGE_SHIFT: tl.constexpr,
-    HAS_R2B: tl.constexpr,
-):
+    alive, unit, units, col, cnt_row, x_row, stride_xc, N, row, begin_ptr, end_ptr, ck_row,
+    ci_row, ck_ptr, ci_ptr, DCT, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir,
+    stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr, page_stride,
+    max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
+    INF_BITS: tl.constexpr, LARGEST: tl.constexpr, RAW16: tl.constexpr, LAST: tl.constexpr,
+    ORDER: tl.constexpr, HAS_WINDOW: tl.constexpr, OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr, M: tl.constexpr, KP: tl.constexpr,
+    FUSED_STATS: tl.constexpr, SMEM_HIST: tl.constexpr, RADIX_BITS: tl.constexpr,
+    PREFILTER: tl.constexpr, CAND: tl.constexpr, NT: tl.constexpr, PAGED: tl.constexpr,
+    PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+):  # fmt: skip
     """One merge level of :func:`split_fused_kernel`: the program that wrote ``unit``
     (of ``units``, ``KP`` columns each from column ``col``) counts it into its group
     of ``M // KP`` units; the group's last one to arrive (``alive`` after) merges the
@@ -965,7 +597,7 @@ def _merge_up(
             stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k,
             M, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN,
             INF_BITS, LARGEST, RAW16, True, not LAST, ORDER, HAS_WINDOW, OFF_TENSOR,
-            WRITE_VALUES, M, KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PREFILTER, CAND, NT,
+            WRITE_VALUES, M, KP, FUSED_STATS, SMEM_HIST, RADIX_BITS, PREFILTER, CAND, NT,
             PAGED, PAGE_SHIFT, HAS_R2B, ".cg",
         )  # fmt: skip
     return alive, j, groups, nxt, cnt_row + groups
@@ -973,75 +605,29 @@ def _merge_up(
 
 @triton.jit
 def split_fused_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    ck_ptr,
-    ci_ptr,
-    DCT,
-    cnt_ptr,
-    NCNT,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    L,
-    nseg,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    scr_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
-    KP: tl.constexpr,
-    NP: tl.constexpr,
-    FUSED_STATS: tl.constexpr,
-    RADIX: tl.constexpr,
-    RADIX_BITS: tl.constexpr,
-    PREFILTER: tl.constexpr,
-    CAND: tl.constexpr,
-    NT: tl.constexpr,
-    SCR: tl.constexpr,
-    NLEV: tl.constexpr,
-    MS: tl.constexpr,
-    PS: tl.constexpr,
-    CS: tl.constexpr,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-    VEC_LOAD: tl.constexpr = False,
-):
+    x_ptr, stride_xr, stride_xc, N, begin_ptr, end_ptr, ck_ptr, ci_ptr, DCT, cnt_ptr, NCNT,
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
+    fill_index, fill_bits, k, L, nseg, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    scr_ptr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
+    LARGEST: tl.constexpr, RAW16: tl.constexpr, ORDER: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, OFF_TENSOR: tl.constexpr, WRITE_VALUES: tl.constexpr,
+    NMAX: tl.constexpr, KP: tl.constexpr, FUSED_STATS: tl.constexpr,
+    SMEM_HIST: tl.constexpr, RADIX_BITS: tl.constexpr, PREFILTER: tl.constexpr,
+    CAND: tl.constexpr, NT: tl.constexpr, SCR: tl.constexpr, NLEV: tl.constexpr,
+    MS: tl.constexpr, PS: tl.constexpr, CS: tl.constexpr, PAGED: tl.constexpr = False,
+    PAGE_SHIFT: tl.constexpr = 0, HAS_R2B: tl.constexpr = False,
+):  # fmt: skip
     """A whole split in one launch: program ``p`` selects segment ``p % nseg`` of row
     ``p // nseg`` (``L`` elements, ``NMAX`` held) into its unit of ``KP`` candidate
     columns, then climbs the ``NLEV`` merge levels (tuples of each level's group
     slots ``MS``, prefilter ``PS`` and its room ``CS``) for as long as it is the last
     of its group to arrive (a per-row counter per group in ``cnt [rows, NCNT]``, zero
-    at launch):
-    the merges run as soon as their inputs are written, with no launch between
-    levels. Candidates ``ck/ci [rows, DCT]``: level 0 from column 0, each level's
-    units after the previous level's; the last level writes the caller's outputs.
-    The groups are the same runs of candidates in index order whoever merges them,
-    so the result is bit for bit that of :func:`short_rows_kernel`'s levels."""
+    at launch): the merges run as soon as their inputs are written, with no launch
+    between levels. Candidates ``ck/ci [rows, DCT]``: level 0 from column 0, each
+    level's units after the previous level's; the last level writes the caller's
+    outputs. The groups are the same runs of candidates in index order whoever
+    merges them, so the result is bit for bit that of :func:`short_rows_kernel`'s
+    levels."""
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
@@ -1055,8 +641,8 @@ def split_fused_kernel(
         DCT, KP, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
         off_scalar, fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch,
         r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, False, True, ORDER,
-        HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, NP, FUSED_STATS, RADIX, RADIX_BITS,
-        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "", VEC_LOAD,
+        HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, FUSED_STATS, SMEM_HIST, RADIX_BITS,
+        PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
     )  # fmt: skip
     alive = pid >= 0
     unit = seg
@@ -1070,7 +656,8 @@ def split_fused_kernel(
             stride_oir, stride_oic, off_ptr, off_scalar, fill_index, fill_bits, k, page_ptr,
             page_stride, max_pages, n_batch, r2b_ptr, scr_base, KEY_MASK, SIGN, INF_BITS,
             LARGEST, RAW16, m == NLEV - 1, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, MS[m],
-            KP, NP, FUSED_STATS, RADIX, RADIX_BITS, PS[m], CS[m], NT, PAGED, PAGE_SHIFT, HAS_R2B,
+            KP, FUSED_STATS, SMEM_HIST, RADIX_BITS, PS[m], CS[m], NT, PAGED, PAGE_SHIFT,
+            HAS_R2B,
         )  # fmt: skip
 
 
@@ -1137,58 +724,16 @@ def _whole(seg, L, lo, hi, NMAX: tl.constexpr):
 
 @triton.jit
 def radix_phases_kernel(
-    x_ptr,
-    stride_xr,
-    stride_xc,
-    N,
-    begin_ptr,
-    end_ptr,
-    tot_ptr,
-    cnt_ptr,
-    hs_ptr,
-    ov_ptr,
-    oi_ptr,
-    stride_ovr,
-    stride_ovc,
-    stride_oir,
-    stride_oic,
-    off_ptr,
-    off_scalar,
-    fill_index,
-    fill_bits,
-    k,
-    L,
-    nseg,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    RAW16: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    NMAX: tl.constexpr,
-    KP: tl.constexpr,
-    NT: tl.constexpr,
-    DIGIT: tl.constexpr,
-    FIRST: tl.constexpr,
-    LAST: tl.constexpr,
-    NSEGP: tl.constexpr,
-    TILES: tl.constexpr = 1,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-    SMEM_HIST: tl.constexpr = False,
-    TILE_SUM: tl.constexpr = False,
-    VEC_LOAD: tl.constexpr = False,
-    STAGED: tl.constexpr = False,
-    FULL: tl.constexpr = False,
-):
+    x_ptr, stride_xr, stride_xc, N, begin_ptr, end_ptr, tot_ptr, cnt_ptr, hs_ptr, ov_ptr,
+    oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
+    fill_bits, k, L, nseg, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
+    RAW16: tl.constexpr, HAS_WINDOW: tl.constexpr, OFF_TENSOR: tl.constexpr,
+    WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr,
+    DIGIT: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, NSEGP: tl.constexpr,
+    TILES: tl.constexpr = 1, PAGED: tl.constexpr = False, PAGE_SHIFT: tl.constexpr = 0,
+    HAS_R2B: tl.constexpr = False, SMEM_HIST: tl.constexpr = False,
+):  # fmt: skip
     """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
     program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase ``p <
     NPASS`` (one per ``DIGIT``-bit digit of the key, from the top): the histogram of the
@@ -1203,16 +748,16 @@ def radix_phases_kernel(
     them; segment 0 writes the fills. Every program reads the finished histograms and
     chooses the digits itself: a phase needs only that the phases before it are
     complete, by a row barrier (``cnt [rows, NPASS]``, zero at launch) between phases of
-    one launch or by the launches' order. One segment a program (``TILES == 1``) holds
-    its keys in registers throughout; more, each phase reads them again (from L2).
-    ``SMEM_HIST``: the histograms by shared-memory atomics; with ``TILE_SUM`` (and
-    ``SMEM_HIST``) a program's segments add to one histogram, and each segment's load is
-    issued before the segment ahead of it is counted or written. ``VEC_LOAD``: the
-    segments read by 16-byte vector loads (:func:`_load_spread`). ``STAGED``: the write
-    stages each selected position at its slot and the program's run of slots is
-    then written out at once (:func:`_write_staged`). ``FULL``: the histograms of a
-    segment wholly inside the row's window count its keys without a validity mask
-    (:func:`_whole`)."""
+    one launch or by the launches' order. ``SMEM_HIST``: the histograms by
+    shared-memory atomics.
+
+    One segment a program (``TILES == 1``) holds its keys in registers throughout and
+    writes its selection directly. Several (``TILES > 1``) read them again each phase
+    (from L2), each segment's load issued before the segment ahead of it is counted or
+    written; they add to one histogram (with ``SMEM_HIST``), count a segment wholly
+    inside the row's window without a validity mask (:func:`_whole`), and stage each
+    selected position at its slot, the program's run of slots then written out at once
+    (:func:`_write_staged`)."""
     nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
     row = pid // nprog
@@ -1223,14 +768,14 @@ def radix_phases_kernel(
     if TILES == 1:
         keys, idx, valid, lo, hi = _input_slice(
             x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, KEY_MASK, SIGN, INF_BITS,
-            LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
+            LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
         )  # fmt: skip
         keys = keys.to(tl.uint32)
     BITS: tl.constexpr = 16 if RAW16 else 32
     NPASS: tl.constexpr = (BITS + DIGIT - 1) // DIGIT
     NB: tl.constexpr = 1 << DIGIT
     j = tl.arange(0, NB)
-    everyone = tl.full([NMAX], 1, tl.int1)  # FULL: the validity of a whole segment
+    everyone = tl.full([NMAX], 1, tl.int1)  # the validity of a whole segment
     tot_row = tot_ptr + row64 * (NPASS * NB)
     cnt_row = cnt_ptr + row64 * NPASS
     hs_row = hs_ptr + row64 * nseg * (NPASS * NB)
@@ -1260,28 +805,25 @@ def radix_phases_kernel(
                     at = tl.load(hs_b + nb, mask=b < q, other=0, cache_modifier=".cg")
                     eqo = at - up
         if p >= FIRST and p <= LAST and p < NPASS:
-            # FULL: a whole segment's count is a call of its own on a constant mask, so
-            # that the build drops the mask; merged into one call on a mask chosen at
-            # run time, the build keeps one masked count for both (ptxas, sm_90)
             if TILES == 1:
-                if FULL and _whole(seg0, L, lo, hi, NMAX):  # every key valid: no mask
-                    h = _digit_histogram(keys, everyone, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
-                else:
-                    h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
-            elif TILE_SUM and SMEM_HIST and NMAX >= NT:  # one histogram, loads ahead
+                h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
+            elif SMEM_HIST and NMAX >= NT:  # one histogram, loads ahead
                 K._smem_bins_zero(NB)
                 lo_w, hi_w = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
                 raw, _, _, _, _ = _slice_raw(
-                    x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16,
-                    HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                    x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW,
+                    NMAX, NT,
                 )  # fmt: skip
                 for t in tl.range(TILES):
                     nxt, _, _, _, _ = _slice_raw(
                         x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
-                        begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                        begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
                     keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-                    if FULL and _whole(seg0 + t, L, lo_w, hi_w, NMAX):  # no mask
+                    # a whole segment's count is a call of its own on a constant mask, so
+                    # that the build drops the mask; merged into one call on a mask chosen
+                    # at run time, the build keeps one masked count for both (ptxas, sm_90)
+                    if _whole(seg0 + t, L, lo_w, hi_w, NMAX):
                         bins, m = _digit_bins(keys.to(tl.uint32), everyone, prefix, BITS, DIGIT, p)
                         K._smem_bins_add(bins, m)
                     else:
@@ -1293,14 +835,14 @@ def radix_phases_kernel(
                         K._smem_bins_add(bins, m)
                     raw = nxt
                 h = K._smem_bins_read(NB)
-            else:
+            else:  # a histogram a segment, summed
                 h = tl.zeros([NB], tl.int32)
                 for t in tl.range(TILES):
                     keys, idx, valid, lo, hi = _input_slice(
                         x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, KEY_MASK,
-                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
+                        SIGN, INF_BITS, LARGEST, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
-                    if FULL and _whole(seg0 + t, L, lo, hi, NMAX):
+                    if _whole(seg0 + t, L, lo, hi, NMAX):
                         valid = everyone
                     h += _digit_histogram(
                         keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT
@@ -1311,34 +853,25 @@ def radix_phases_kernel(
             off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
             gt0 = tl.sum(gto, axis=0)  # the keys above P before this program's segments
             eq0 = tl.sum(eqo, axis=0)
-            s_first = gt0 + tl.minimum(eq0, rem)  # STAGED: its first output slot
+            s_first = gt0 + tl.minimum(eq0, rem)  # TILES > 1: its first output slot
             if TILES == 1:
-                gt, eq = _write_segment(
+                _write_segment(
                     x_row, stride_xc, keys, idx, valid, prefix, rem, gt0, eq0, kk, k,
                     seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
                     ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
                     page_stride, max_pages, n_batch, r2b_ptr, WRITE_VALUES, KP, NT, PAGED,
-                    PAGE_SHIFT, HAS_R2B, STAGED,
+                    PAGE_SHIFT, HAS_R2B, False,
                 )  # fmt: skip
-                gt0 += gt
-                eq0 += eq
             else:
                 raw, _, _, _, _ = _slice_raw(
                     x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW,
-                    NMAX, NT, VEC_LOAD,
+                    NMAX, NT,
                 )  # fmt: skip
-                for t in tl.range(TILES):
-                    if TILE_SUM:  # the next segment's load in flight while this one is written
-                        nxt, _, _, _, _ = _slice_raw(
-                            x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
-                            begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT, VEC_LOAD,
-                        )  # fmt: skip
-                    else:
-                        raw, _, _, _, _ = _slice_raw(
-                            x_row, stride_xc, N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16,
-                            HAS_WINDOW, NMAX, NT, VEC_LOAD,
-                        )  # fmt: skip
-                        nxt = raw
+                for t in tl.range(TILES):  # the next segment's load in flight meanwhile
+                    nxt, _, _, _, _ = _slice_raw(
+                        x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
+                        begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT,
+                    )  # fmt: skip
                     idx, valid, _, _, _ = _slice_pos(
                         N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
                     )  # fmt: skip
@@ -1349,18 +882,18 @@ def radix_phases_kernel(
                         eq0, kk, k, seg0 + t == 0, row, off, oi_ptr + row64 * stride_oir,
                         stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc, fill_index,
                         fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B, STAGED,
+                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B, True,
                     )  # fmt: skip
                     gt0 += gt
                     eq0 += eq
-            if STAGED:  # the program's slots, staged by all its threads: out at once
-                tl.debug_barrier()
+                tl.debug_barrier()  # the program's slots, staged by all its threads
                 _write_staged(
                     x_row, stride_xc, s_first, gt0 + tl.minimum(eq0, rem) - s_first, kk, k,
                     seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
                     ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
                     page_stride, max_pages, n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS,
-                    LARGEST, RAW16, False, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+                    LARGEST, RAW16, False, WRITE_VALUES, KP, PAGED, PAGE_SHIFT,
+                    HAS_R2B,
                 )  # fmt: skip
 
 
@@ -1406,305 +939,41 @@ def _hash_once(self) -> int:
 
 @dataclass(frozen=True)
 class ShortConfig:
-    """Shape limits of the register-resident path.
+    """The sizes a plan is built from. The product takes the defaults; the tests
+    shrink them, so that the interpreter reaches the split, its merge levels and the
+    radix passes on rows of a few hundred elements.
 
-    nmax: largest slice held in registers by one program (a power of two): the
-        longest short row and the merge group. Slices are spread 16 elements per
-        thread (ptxas, sm_90, 8 pivots: 4096 keys at 8 warps 95-128 registers,
-        8192 at 16 warps 86-112, no spills; 16384 spills even at 16 or 32 warps).
-    seg_max: longest split segment (unless ``4 * k`` needs more). The longest one
-        wins: at 16 elements per thread the threads in flight are fixed by N, not
-        by L, so shorter segments would only add candidates and merge levels (each
-        level is a launch and a chain of 2 + steps block reductions).
-    min_seg: shortest split segment; a segment is also at least ``4 * k`` long, so
-        it keeps at most a quarter of its elements and every merge level shrinks
-        the candidates by at least 4.
-    split_rows, split_rows_mid, split_rows_long: few rows split while ``rows <
-        frac * sm_count`` (one row always), ``frac`` by the bytes of a row:
-        ``split_rows`` up to ``mid_bytes``, ``split_rows_mid`` up to ``long_bytes``,
-        ``split_rows_long`` beyond. The split's work grows with rows x N (every
-        segment selects its own k; ~4 us per MB of rows on an H200), while a wave of
-        streaming programs takes one row's time whatever the row count, so the
-        longer the row, the fewer rows split. On an H200 (bf16 k = 512, CUDA-graph
-        replays, split / streamed, ms): rows of 1M 10 0.113 / 0.156, 14 0.146 /
-        0.159, 18 0.186 / 0.160, 26 0.250 / 0.161; of 64K 24 0.031 / 0.035, 48 0.041
-        / 0.036, 100 0.068 / 0.036; of 16K 64 0.022 / 0.022, 256 0.048 / 0.026, 4096
-        0.558 / 0.322; fp32 rows of 129,280 12 0.048 / 0.051, 24 0.066 / 0.052
-        (benchmarks/RESULTS.md).
-    mid_bytes, long_bytes: the row sizes (bytes) between the three.
-    split_max_n: moderate rows: split at any batch while ``N <= split_max_n``. Off
-        (0): on an H200 the split of 256 x 64K bf16 (k = 512) took 0.40 ms against
-        the streaming kernel's 0.22 ms (benchmarks/RESULTS.md).
-    radix: the pivot search: a radix select built on ``tl.histogram`` (True), or the
-        older ``np_pivots``-ary search by counting (False); both are exact, kept side
-        by side to be timed against each other.
-    radix_bits: widest digit of the radix select; the key's bits are shared out
-        evenly over ``ceil(bits / radix_bits)`` passes. Triton 3.6's histogram costs
-        per element about 3 instructions per digit bit plus a popcount per 32 bins,
-        and pads a histogram to 32 bins, so 5-6 bits per pass do the least work
-        (ptxas, sm_90, 4096 keys: 6 gives 16-bit keys 3 passes and 32-bit keys 6).
-    reg_cap: register cap of every launch (0: :meth:`Level.maxnreg`'s). At 4096 keys
-        and 8 warps (ptxas, sm_90, Triton 3.6, bf16, k = 512, with the prefilter) the
-        radix select's kernel takes all 128 registers with 160 bytes of spill
-        traffic, 220 at a cap of 96, 528 at 80, 1,012 at 64: a cap to time for
-        occupancy (80 was, for crowded launches).
-    prefilter: where a slice (of the input or of candidates) holds at least ``4 k``
-        and more than :func:`cand_size` valid elements, a sampled threshold keeps
-        the few at or above it and the selection runs on those alone
-        (``_prefilter``); False: the selection always runs on every element held.
-    np_pivots: pivots per step of the ``np_pivots``-ary search (``radix=False``), 4 or 8.
-    fused_stats: one tuple reduction for (count, max, min) — None: fused except in
-        the interpreter, which runs tuple reductions element by element.
-    merge_in_launch: a split in one launch (:func:`split_fused_kernel`): the last
-        program of a group to finish merges it, level after level, instead of one
-        launch per merge level; each unit of candidates takes ``KP`` columns (not k),
-        so groups hold whole units. Bit for bit the same result. Taken where its plan
-        needs at most MAX_IN_LAUNCH merge levels and the segments' programs number
-        at most ``in_launch_per_sm`` per SM. It saves the host launches (eager
-        calls) and costs the device the merges' waits once programs queue for SMs;
-        on an H200 (bf16 k = 512, ms, graph replays / eager calls, levelled ->
-        in-launch): 1 x 1M 0.036 -> 0.034 / 0.314 -> 0.169, 6 x 64K 0.020 -> 0.020
-        / 0.222 -> 0.158, 6 x 1M (768 programs) 0.080 -> 0.083 / 0.316 -> 0.219,
-        10 x 1M (1,280) 0.113 -> 0.120; fp32 6 x 129,280 0.038 -> 0.039 / 0.216 ->
-        0.168; bf16 48 x 64K (384) 0.041 -> 0.044.
-    in_launch_per_sm: see ``merge_in_launch``.
-    radix_passes: a split (unsorted or sorted by index) as a radix select spread over
-        segments of the row, one program each (:func:`radix_phases_kernel`): one
-        phase per ``pass_bits``-bit digit of the key, where every program histograms
-        its segment's digit into the row's (and keeps its own) and then chooses the
-        digit from the row's histogram, one for the write, every selected element
-        at its slot from the counts of the segments before it. No
-        selection chain and no candidates; sorted by value, the levels. The segments
-        are as many as ``grid_per_sm`` per SM hold (``min_seg`` to ``nmax`` long).
-        True: always; None (the default): where one launch holds them
-        (``grid_sync``) and k > ``pass_min_k``; False: never. On an H200 (bf16 k =
-        512, graph replays, ms, split / passes in one launch): 1 x 1M 0.034 /
-        0.022, k = 2048 0.076 / 0.022, k = 4096 (no split: streamed) 0.343 / 0.022,
-        1 x 256K 0.026 / 0.013, 1 x 64K 0.018 / 0.012, 6 x 64K 0.020 / 0.014, 4 x
-        256K 0.031 / 0.021, 64 x 16K 0.020 / 0.021; fp32 1 x 129,280 0.027 /
-        0.020, 6 x 129,280 0.039 / 0.036 (ascending rows 0.027 / 0.036, distinct32
-        0.052 / 0.036). One launch per phase was slower than the split everywhere
-        (1 x 4M 0.071 / 0.099, fp32 6 x 129,280 0.039 / 0.057; benchmarks/RESULTS.md).
-    pass_bits: the digit of a radix pass (``radix_passes``), 1 to 8 bits.
-    grid_sync: the radix passes' phases in one cooperative launch (every program
-        resident at once, or the launch refused), a row barrier between phases,
-        where the segments' programs number at most ``grid_per_sm`` per SM and
-        Triton can launch so; else one launch per phase.
-    grid_per_sm: see ``grid_sync``. One: a program of up to 1,024 threads always fits
-        an SM alone.
-    pass_max_tiles, pass_tiles_min_k, pass_tiles_max_bits: the most segments one
-        program of the radix passes takes, where the rows' segments outnumber the
-        programs of one launch (each phase then reads a program's segments again,
-        from L2), and, with
-        ``radix_passes=None``, only for k above ``pass_tiles_min_k``: a segment read
-        and histogrammed again each pass costs as much as the split's select of it
-        did with ``tl.histogram``; with ``smem_hist`` less. On an H200 (graph
-        replays, ms, bf16 k = 512, split / passes, segments a program): with
-        ``tl.histogram`` 2 x 1M (2) 0.044 / 0.046, 1 x 4M (4) 0.072 / 0.088, 6 x 1M
-        (6) 0.083 / 0.126, fp16 1 x 2M k = 1231 (2) 0.106 / 0.047; with
-        ``smem_hist`` 2 x 1M (2) 0.037 / 0.031, 1 x 4M (4) 0.066 / 0.053, 6 x 1M
-        (6) 0.077 / 0.075; fp32 (four passes, each reading the segments again) 14 x
-        129,280 (2) 0.044 / 0.054, 2 x 1M (2) 0.052 / 0.056, so by default several
-        segments a program only for keys of up to ``pass_tiles_max_bits``. With
-        ``vec_load`` and ``tile_sum``: 6 x 1M (6) 0.065 / 0.057.
-    pass_min_k: ``radix_passes=None`` takes the passes for k above this only: at
-        k = 1 the split's selections are as cheap (on an H200, bf16 1 x 1M, graph
-        replays, split / passes, ms, ``smem_hist``: k = 1 0.012 / 0.012, k = 64
-        0.019 / 0.012, k = 512 0.028 / 0.012).
-    smem_hist: the radix selects' and the radix passes' histograms by shared-memory
-        atomics (inline PTX; ``triton_kernels._smem_histogram``) instead of
-        ``tl.histogram``, which Triton 3.6 lowers to warp votes (~80 instructions a
-        key for 256 bins). Not in the interpreter, which runs no PTX. On an H200
-        (graph replays, ms, ``tl.histogram`` / shared memory): bf16 k = 512 1 x 1M
-        0.021 / 0.012, 6 x 64K 0.013 / 0.009, 4096 x 4096 0.116 / 0.093, 6 x 1M
-        (the split) 0.083 / 0.077; fp32 6 x 129,280 0.035 / 0.018.
-    split_lean: a split's launches (its segments and merges, k <= ``LEAN_MAX_KP``)
-        without the sampled prefilter, with 8-bit digits and at ``LEAN_REGS``
-        registers, for two programs of 16 warps per SM: with ``smem_hist`` a select
-        of all 8192 keys costs less than a sample's select and a compaction. On an
-        H200 (graph replays, bf16 k = 512, ms, the prefilter at 6-bit digits /
-        lean): 6 x 1M 0.077 / 0.070, 14 x 1M 0.130 / 0.104; short rows (not a
-        split) keep the prefilter (4096 x 4096 0.093 / 0.097).
-    tile_sum: a radix passes' program adds its segments to one shared-memory
-        histogram and issues each segment's load before the one ahead is counted or
-        written (``radix_phases_kernel``'s ``TILE_SUM``). On an H200 (graph replays,
-        ms, bf16 k = 512, with ``vec_load``, segments a program, without / with):
-        6 x 1M (6) 0.059 / 0.057, 4 x 1M (4) 0.042 / 0.041, 2 x 1M (2) 0.025 /
-        0.025, 1 x 4M (4) 0.042 / 0.041; without ``vec_load`` it lost (6 x 1M
-        0.072 / 0.077: its element loads ahead spilled).
-    vec_load: each thread's run of the input read as 16-byte vectors and placed in
-        the spread layout in registers (:func:`_load_spread`), instead of one
-        element a thread per load (32 sectors a warp load). On an H200 (graph
-        replays, ms, k = 512, element / vector loads): bf16 4096 x 4096 0.093 /
-        0.082, k = 1024 0.108 / 0.093, fp32 4096 x 4096 0.133 / 0.108, bf16 6 x 1M
-        (the split) 0.070 / 0.065, 14 x 1M 0.104 / 0.096, fp32 6 x 129,280 0.019 /
-        0.017, the passes 6 x 1M (6 a program) 0.072 / 0.059, 4 x 1M 0.051 /
-        0.042, 1 x 4M 0.052 / 0.042, 2 x 1M 0.031 / 0.025; 1 x 1M and 6 x 64K
-        (0.012, 0.009) even.
-    staged_write: the radix passes' write stores only each selected position at its
-        output slot; then each program reads its run of slots back and writes the
-        indices and values (``radix_phases_kernel``'s ``STAGED``), so that the index
-        mapping and the value's read run once per output, not once per element held.
-        None: where a program takes several segments. On an H200 (graph replays, ms,
-        bf16 k = 512, direct / staged): 6 x 1M (6 a program) 0.057 / 0.049, 5 x 1M
-        0.049 / 0.043, 2 x 1M 0.025 / 0.023, 1 x 4M 0.041 / 0.036; one segment a
-        program even or up to 3% slower (1 x 1M 0.012, 6 x 64K 0.009, fp32 6 x
-        129,280 0.017).
-    full_segments: the passes' histograms count a segment wholly inside the row's
-        window without computing or testing each key's validity (``FULL``): ~6
-        fewer instructions a key and no branch around each shared-memory add (Triton
-        3.6, sm_90). None: where a program takes several segments. On an H200 (graph
-        replays, ms, bf16 k = 512, masked / whole): 1 x 4M (4 a program) 0.036 /
-        0.032, 2 x 1M 0.023 / 0.021, 6 x 1M 0.049 / 0.047; one segment a program
-        mixed: 6 x 64K 0.0087 / 0.0084, 1 x 1M 0.0119 / 0.0125, fp32 6 x 129,280
-        0.017 / 0.017.
-    per_thread: elements held a thread, so the warps a program of ``nmax`` takes
-        (``nmax / (32 per_thread)``, 1 to 16): more a thread, fewer warps in every
-        block-wide reduction and barrier and more programs an SM, for more registers
-        a thread. 16 (timed); others untimed.
-    value_filter: the prefilter of a slice of the input compares its values, not
-        its keys, with the threshold (the threshold's bound as a value,
-        ``triton_kernels._key_bound``: one compare an element, NaN unordered), and
-        makes keys of the elements it keeps only; the valid count comes from the
-        window and the sample's key range from the sample. Where the threshold does
-        not hold, the full selection makes every key then. Exact either way; untimed.
+    nmax: the largest slice one program holds in registers (a power of two), 16
+        elements a thread: the longest short row, the split's segment and merge group.
+    min_seg: the shortest segment of a split or of the radix passes; a split's
+        segment is also at least ``4 k`` long.
+    split_rows: rows split (more than one) while ``rows < frac * sm_count``, ``frac``
+        the first for rows of up to MID_BYTES, the second up to LONG_BYTES, the third
+        beyond: the longer the row, the fewer rows split.
     """
 
     nmax: int = 8192
-    seg_max: int = 8192
     min_seg: int = 1024
-    split_rows: float = 0.5
-    split_rows_mid: float = 0.25
-    split_rows_long: float = 0.11
-    mid_bytes: int = 1 << 15
-    long_bytes: int = 1 << 17
-    split_max_n: int = 0
-    np_pivots: int = 8
-    fused_stats: bool | None = None
-    radix: bool = True
-    radix_bits: int = 6
-    reg_cap: int = 0
-    prefilter: bool = True
-    merge_in_launch: bool = True
-    in_launch_per_sm: float = 6.0
-    radix_passes: bool | None = None
-    pass_bits: int = 8
-    grid_sync: bool = True
-    grid_per_sm: float = 1.0
-    pass_min_k: int = 1
-    pass_max_tiles: int = 6
-    pass_tiles_min_k: int = 0
-    pass_tiles_max_bits: int = 16
-    smem_hist: bool = True
-    split_lean: bool = True
-    tile_sum: bool = True
-    vec_load: bool = True
-    staged_write: bool | None = None
-    full_segments: bool | None = None
-    per_thread: int = 16
-    value_filter: bool = False
+    split_rows: tuple[float, float, float] = (0.5, 0.25, 0.11)
 
     __hash__ = _hash_once
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.pass_bits <= 8:
-            raise ValueError(f"ShortConfig: pass_bits is 1 to 8, got {self.pass_bits}")
-        if self.pass_max_tiles < 1 or self.grid_per_sm <= 0:
-            raise ValueError(
-                "ShortConfig: pass_max_tiles >= 1 and grid_per_sm > 0, got "
-                f"{self.pass_max_tiles} and {self.grid_per_sm}"
-            )
-        if self.per_thread < 1 or self.per_thread & (self.per_thread - 1):
-            raise ValueError(f"ShortConfig: per_thread is a power of two, got {self.per_thread}")
-
-    @classmethod
-    def variant(cls, name: str) -> ShortConfig:
-        """A named variant for timing and compile checks: parts joined by ``+``, each
-        ``radix`` (the default config), ``radixB`` (``B``-bit digits), ``old`` (the
-        counting pivot search), ``nopf`` (no prefilter), ``passes`` (the split as radix
-        passes: ``radix_passes``), ``passesB`` (of ``B``-bit digits), ``nosync`` (the
-        passes one launch per phase), ``onlysync`` (the passes only where one launch
-        holds them: the default), ``nopasses`` (the split, never the passes),
-        ``tilesN`` (up to N segments a program of the passes), ``smem`` / ``nosmem``
-        (histograms in shared memory or not: ``smem_hist``), ``lean`` / ``nolean``
-        (``split_lean``), ``tsum`` / ``notsum`` (``tile_sum``), ``vec`` / ``novec``
-        (``vec_load``), ``staged`` / ``nostaged`` (``staged_write``), ``full`` /
-        ``nofull`` (``full_segments``), ``gridN`` (N of the
-        passes' programs per SM: ``grid_per_sm``), ``fused`` (the split's merges
-        in its launch: ``merge_in_launch``, the default), ``levelled`` (one launch per
-        merge level), ``splitN`` (rows of up to N split at any
-        batch: ``split_max_n``), ``segN`` (split segments of N: ``seg_max``) or
-        ``nmaxN`` (slices of up to N: ``nmax``, also the passes' segments), ``ptN``
-        (N elements held a thread: ``per_thread``), ``vf`` / ``novf`` (the prefilter
-        over values: ``value_filter``), the
-        whole optionally ``@R`` for a register cap of ``R``; e.g. ``fused+seg2048``."""
-        body, _, cap = name.partition("@")
-        fields_: dict = {}
-        for part in body.split("+"):
-            num = part.lstrip("abcdefghijklmnopqrstuvwxyz")
-            word = part[: len(part) - len(num)]
-            if part == "nopf":
-                fields_["prefilter"] = False
-            elif part == "old":
-                fields_["radix"] = False
-            elif part == "passes":
-                fields_.setdefault("radix_passes", True)
-            elif part == "nosync":
-                fields_["grid_sync"] = False
-            elif part == "onlysync":
-                fields_["radix_passes"] = None
-            elif part in ("lean", "nolean"):
-                fields_["split_lean"] = part == "lean"
-            elif part in ("tsum", "notsum"):
-                fields_["tile_sum"] = part == "tsum"
-            elif part in ("vec", "novec"):
-                fields_["vec_load"] = part == "vec"
-            elif part in ("staged", "nostaged"):
-                fields_["staged_write"] = part == "staged"
-            elif part in ("full", "nofull"):
-                fields_["full_segments"] = part == "full"
-            elif part in ("vf", "novf"):
-                fields_["value_filter"] = part == "vf"
-            elif part in ("smem", "nosmem"):
-                fields_["smem_hist"] = part == "smem"
-            elif part == "nopasses":
-                fields_["radix_passes"] = False
-            elif part in ("fused", "levelled"):
-                fields_["merge_in_launch"] = part == "fused"
-            elif part == "radix":
-                pass
-            elif (
-                word in ("radix", "split", "seg", "passes", "tiles", "grid", "nmax", "pt")
-                and num.isdigit()
-            ):
-                key = {
-                    "radix": "radix_bits",
-                    "split": "split_max_n",
-                    "seg": "seg_max",
-                    "nmax": "nmax",
-                }
-                key.update(passes="pass_bits", tiles="pass_max_tiles", grid="grid_per_sm")
-                key.update(pt="per_thread")
-                fields_[key[word]] = int(num)
-                if word == "passes":
-                    fields_.setdefault("radix_passes", True)
-            else:
-                raise ValueError(
-                    "variant: parts radix, radixB, old, nopf, passes, passesB, nosync, onlysync, "
-                    "nopasses, tilesN, gridN, smem, nosmem, lean, nolean, tsum, notsum, vec, "
-                    "novec, staged, nostaged, full, nofull, vf, novf, fused, levelled, splitN, "
-                    "segN, ptN or nmaxN joined by "
-                    f"'+', optionally @CAP; got {name!r}"
-                )
-        if cap and not cap.isdigit():
-            raise ValueError(f"variant {name!r}: the register cap after '@' is a number")
-        if cap:
-            fields_["reg_cap"] = int(cap)
-        return cls(**fields_)
-
 
 _DEFAULT = ShortConfig()
-
+MID_BYTES, LONG_BYTES = 1 << 15, 1 << 17  # the row sizes between ShortConfig.split_rows
+PER_THREAD = 16  # elements a thread holds: more spill, fewer add threads to every reduction
+RADIX_BITS = 6  # a program's radix select: 5-6 bit digits do the least work (tl.histogram)
+IN_LAUNCH_PER_SM = 6  # a split merges in its launch up to this many programs per SM
+PASS_BITS = 8  # the digit of a radix pass
+PASS_MIN_K = 1  # the radix passes for k above this: at k = 1 the split is as cheap
+PASS_MAX_TILES = 6  # the most segments a program of the radix passes takes ...
+PASS_TILES_MAX_BITS = 16  # ... and only for keys this wide (wider: a pass more to read)
+LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
+LEAN_BITS = 8  # a lean split's digits
+LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
+MAX_IN_LAUNCH = 4
+"""The most merge levels a split runs in one launch (:func:`split_fused_kernel`, where
+each is another copy of the selection's code)."""
 
 CROWDED = CROWDED_PER_SM
 """Programs per SM from which a short-row launch takes :meth:`Level.maxnreg`'s
@@ -1728,17 +997,11 @@ class Level:
 
     def maxnreg(self, kp: int) -> int | None:
         """Register cap that keeps two programs per SM, where it costs (almost) no
-        spills (ptxas, sm_90): 8 warps at <= 128 registers (128-137 uncapped at 4096
-        keys, 8 bytes of spill capped); 16 warps (8192 keys) writing the output at <= 64
-        where kp <= 1024 (sorted or paged outputs take 94-95 uncapped, 0-12 bytes of
-        spill capped; 72-84 bytes at kp = 2048, and 20-24 in levels writing
-        candidates, so those stay uncapped).
-
-        A crowded 8-warp launch (short rows, at least CROWDED programs per SM) is
-        capped at 80 registers, three programs per SM: on an H200, bf16 4096 x 4096
-        k = 512 took 0.117 ms against 0.131 at 128 (Triton 3.6, which spills 256 bytes
-        at 80 and 80 at 128; benchmarks/RESULTS.md). Fewer programs gain nothing
-        from the room and keep the cap that spills least."""
+        spills (ptxas, sm_90): 8 warps at <= 128 registers; 16 warps (8192 keys)
+        writing the output at <= 64 where kp <= 1024 (larger kp, and levels writing
+        candidates, spill there, so those stay uncapped). A crowded 8-warp launch
+        (short rows, at least CROWDED programs per SM) takes the occupancy cap, three
+        programs per SM."""
         if self.num_warps == 8:
             return occupancy_cap(CROWDED) if self.crowded else 128
         if self.num_warps == 16 and kp <= 1024 and not self.dst_cand:
@@ -1748,19 +1011,24 @@ class Level:
 
 @dataclass(frozen=True)
 class ShortPlan:
-    """The launches of a short-row or split top-k, decided from shapes only."""
+    """The launches of a short-row or split top-k, decided from shapes only.
+
+    ``fused_stats``: (count, max, min) in one tuple reduction (not in the interpreter,
+    which runs a tuple reduction element by element). ``lean``: a split of k up to
+    LEAN_MAX_KP selects without the sampled prefilter, with LEAN_BITS-bit digits, at
+    LEAN_REGS registers. ``in_launch``: a split whose merges run in its one launch
+    (units of kp columns). ``pass_level``: unsorted or by index, radix passes over
+    segments of the row instead, ``pass_tiles`` a program, in one cooperative launch
+    (``grid_sync``) or one launch per phase."""
 
     kind: str  # "short" or "split"
     levels: tuple[Level, ...]
     kp: int
-    np_pivots: int
     fused_stats: bool
-    cfg: ShortConfig = field(default_factory=ShortConfig)
-    in_launch: bool = False  # a split whose merges run in its one launch (units of kp)
-    # unsorted / by index: radix passes over segments of the row instead, these, in
-    # one cooperative launch or one launch per phase
+    lean: bool = False
+    in_launch: bool = False
     pass_level: Level | None = None
-    pass_tiles: int = 1  # segments a program
+    pass_tiles: int = 1
     grid_sync: bool = False
 
     __hash__ = _hash_once
@@ -1770,27 +1038,20 @@ class ShortPlan:
         return self.pass_level is not None
 
 
-def _warps(nmax: int, per_thread: int = 16) -> int:
-    # 16 elements per thread: more per thread spills (see ShortConfig), fewer only
-    # adds threads to every reduction
-    return max(1, min(16, nmax // (32 * per_thread)))
+def _warps(nmax: int) -> int:
+    return max(1, min(16, nmax // (32 * PER_THREAD)))
 
 
-def _merge_levels(rows: int, c: int, k: int, cfg: ShortConfig) -> list[Level]:
+def _merge_levels(c: int, k: int, cfg: ShortConfig) -> list[Level]:
     """Candidate levels reducing ``c`` pairs per row to the final write."""
     out = []
     while True:
         g = min(cfg.nmax, max(16, _next_pow2(c)))
         nseg = -(-c // g)
-        out.append(Level(g, nseg, g, True, nseg > 1, _warps(g, cfg.per_thread)))
+        out.append(Level(g, nseg, g, True, nseg > 1, _warps(g)))
         if nseg == 1:
             return out
         c = nseg * k
-
-
-MAX_IN_LAUNCH = 4
-"""The most merge levels a split runs in one launch (:func:`split_fused_kernel`, where
-each is another copy of the selection's code)."""
 
 
 def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | None:
@@ -1805,7 +1066,7 @@ def _in_launch_levels(units: int, kp: int, cfg: ShortConfig) -> list[Level] | No
         if g // kp < 2:
             return None
         groups = -(-units // (g // kp))
-        out.append(Level(g, groups, g, True, groups > 1, _warps(g, cfg.per_thread)))
+        out.append(Level(g, groups, g, True, groups > 1, _warps(g)))
         if groups == 1:
             return out if len(out) <= MAX_IN_LAUNCH else None
         units = groups
@@ -1849,69 +1110,59 @@ def _plan(
     if k > cfg.nmax or n >= 2**31 - 2**16:
         return None
     kp = max(16, _next_pow2(k))
-    np_ = cfg.np_pivots
-    fused = not interpreting if cfg.fused_stats is None else cfg.fused_stats
+    fused = not interpreting
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
         crowded = rows >= CROWDED * sm_count
-        level = Level(max(n, 1), 1, nm, False, False, _warps(nm, cfg.per_thread), crowded)
-        return ShortPlan("short", (level,), kp, np_, fused, cfg)
+        level = Level(max(n, 1), 1, nm, False, False, _warps(nm), crowded)
+        return ShortPlan("short", (level,), kp, fused)
+    # the radix passes: where one cooperative launch holds the rows' segments (the
+    # interpreter runs programs one after another, so never there)
+    passes = _pass_level(rows, n, sm_count, cfg, bits)
+    pkw = {}
+    if passes is not None and COOPERATIVE and not interpreting and k > PASS_MIN_K:
+        pkw = dict(pass_level=passes[0], pass_tiles=passes[1], grid_sync=True)
     lmin = max(cfg.min_seg, _next_pow2(4 * k))
     if lmin > cfg.nmax:  # no split; radix passes (any k) unless sorted by value
-        passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting, bits)
-        if passes is None or by_value:
+        if not pkw or by_value:
             return None
-        pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
-        return ShortPlan("split", (passes,), kp, np_, fused, cfg, **pkw)
+        return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
     row_bytes = n * bits // 8
-    if row_bytes <= cfg.mid_bytes:
-        frac = cfg.split_rows
-    elif row_bytes <= cfg.long_bytes:
-        frac = cfg.split_rows_mid
-    else:
-        frac = cfg.split_rows_long
-    if rows > 1 and rows >= frac * sm_count and n > cfg.split_max_n:
+    frac = cfg.split_rows[(row_bytes > MID_BYTES) + (row_bytes > LONG_BYTES)]
+    if rows > 1 and rows >= frac * sm_count:
         return None  # (one row always splits: a program alone leaves the rest idle)
-    L = max(lmin, min(cfg.seg_max, cfg.nmax))
+    L = cfg.nmax
     nseg = -(-n // L)
-    levels = [Level(L, nseg, L, False, True, _warps(L, cfg.per_thread))]
+    levels = [Level(L, nseg, L, False, True, _warps(L))]
+    lean = kp <= LEAN_MAX_KP
     merges = None
-    if cfg.merge_in_launch and rows * nseg <= cfg.in_launch_per_sm * sm_count:
+    if rows * nseg <= IN_LAUNCH_PER_SM * sm_count:
         merges = _in_launch_levels(nseg, kp, cfg)
-    passes, tiles, sync = _pass_level(rows, n, k, sm_count, cfg, interpreting, bits)
-    pkw = dict(pass_level=passes, pass_tiles=tiles, grid_sync=sync)
     if merges is not None:  # one launch: the warps that the largest slice wants
         w = max(lv.num_warps for lv in levels + merges)
         one = tuple(dataclasses.replace(lv, num_warps=w) for lv in levels + merges)
-        return ShortPlan("split", one, kp, np_, fused, cfg, True, **pkw)
-    levels += _merge_levels(rows, nseg * k, k, cfg)
-    return ShortPlan("split", tuple(levels), kp, np_, fused, cfg, **pkw)
+        return ShortPlan("split", one, kp, fused, lean, True, **pkw)
+    levels += _merge_levels(nseg * k, k, cfg)
+    return ShortPlan("split", tuple(levels), kp, fused, lean, **pkw)
 
 
 def _pass_level(
-    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int
-) -> tuple[Level | None, int, bool]:
-    """The segments of a split's radix passes (``cfg.radix_passes``), how many a
-    program takes, and whether they run in one cooperative launch: as many segments
-    as ``grid_per_sm`` per SM hold (at least ``min_seg`` long, at most ``nmax``),
-    so that every SM shares the work; where more are needed, up to
-    ``pass_max_tiles`` a program (by default only for k > ``pass_tiles_min_k`` and
-    keys of up to ``pass_tiles_max_bits``), else one each."""
-    room = max(1, int(cfg.grid_per_sm * sm_count))
-    L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // room))))
+    rows: int, n: int, sm_count: int, cfg: ShortConfig, bits: int
+) -> tuple[Level, int] | None:
+    """The segments of a split's radix passes and how many a program takes, where one
+    launch of at most a program per SM holds them (a program of up to 1,024 threads
+    always fits an SM alone), else None: as many segments as there are SMs (at least
+    ``min_seg`` long, at most ``nmax``), so that every SM shares the work; where more
+    are needed, up to PASS_MAX_TILES a program for keys of up to PASS_TILES_MAX_BITS."""
+    L = min(cfg.nmax, max(cfg.min_seg, _next_pow2(-(-rows * n // sm_count))))
     nseg = -(-n // L)
-    per_row = room // rows  # programs a row may have
-    tiles = -(-nseg // per_row) if per_row else nseg  # the fewest segments a program
-    auto = k > cfg.pass_tiles_min_k and bits <= cfg.pass_tiles_max_bits
-    most = cfg.pass_max_tiles if cfg.radix_passes or auto else 1
-    fits = per_row > 0 and tiles <= most
-    if not fits:
-        tiles = 1
-    sync = cfg.grid_sync and COOPERATIVE and not interpreting and fits
-    auto = sync and k > cfg.pass_min_k
-    if cfg.radix_passes is False or (cfg.radix_passes is None and not auto):
-        return None, 1, False
-    return Level(L, nseg, L, False, False, _warps(L, cfg.per_thread)), tiles, sync
+    per_row = sm_count // rows  # programs a row may have
+    if per_row == 0:
+        return None
+    tiles = -(-nseg // per_row)  # the fewest segments a program
+    if tiles > (PASS_MAX_TILES if bits <= PASS_TILES_MAX_BITS else 1):
+        return None
+    return Level(L, nseg, L, False, False, _warps(L)), tiles
 
 
 def describe(plan: ShortPlan | None) -> str:
@@ -1927,7 +1178,7 @@ def describe(plan: ShortPlan | None) -> str:
     return (
         f"split L={first.L} seg={first.nseg} merge={merges}"
         + (" in-launch" if plan.in_launch else "")
-        + (f" passes{plan.cfg.pass_bits} L={plan.pass_level.L}" if plan.passes else "")
+        + (f" passes L={plan.pass_level.L}" if plan.passes else "")
         + (f" tiles={plan.pass_tiles}" if plan.pass_tiles > 1 else "")
         + (" one-launch" if plan.grid_sync else "")
     )
@@ -1962,14 +1213,12 @@ def kernel_constants(
         WRITE_VALUES=write_values,
         NMAX=level.nmax,
         KP=plan.kp,
-        NP=plan.np_pivots,
         FUSED_STATS=plan.fused_stats,
-        RADIX=2 if plan.cfg.radix and smem_hist(plan.cfg) else plan.cfg.radix,
-        RADIX_BITS=8 if lean_split(plan) else plan.cfg.radix_bits,
-        PREFILTER=prefilter_code(plan, level),
+        SMEM_HIST=smem_hist(),
+        RADIX_BITS=LEAN_BITS if plan.lean else RADIX_BITS,
+        PREFILTER=prefilters(plan, level),
         CAND=cand_size(level.nmax, plan.kp),
         NT=32 * level.num_warps,
-        VEC_LOAD=plan.cfg.vec_load,
     )
 
 
@@ -2012,10 +1261,10 @@ def passes_constants(
     write_values: bool,
 ) -> list[dict]:
     """The compile-time parameters of each ``radix_phases_kernel`` launch of a plan
-    with ``passes``: all phases in one (``sync``: the plan's ``grid_sync``, where
-    the device takes it) or one launch per phase (a pass per ``pass_bits``-bit digit
-    of the key, the write); the
-    segments at the warps their length wants (not those of the split's merges)."""
+    with ``passes``: all phases in one (``sync``: the plan's ``grid_sync``, where the
+    device takes it) or one launch per phase (a pass per PASS_BITS-bit digit of the
+    key, the write); the segments at the warps their length wants (not those of the
+    split's merges)."""
     first = plan.pass_level
     kw = kernel_constants(
         dtype, plan, first, largest=largest, order=order, has_window=has_window,
@@ -2023,16 +1272,9 @@ def passes_constants(
     )  # fmt: skip
     common = {n: kw[n] for n in ("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16")}
     common.update(HAS_WINDOW=has_window, OFF_TENSOR=off_tensor, WRITE_VALUES=write_values)
-    common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=plan.cfg.pass_bits)
-    common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles)
-    common.update(SMEM_HIST=smem_hist(plan.cfg), TILE_SUM=plan.cfg.tile_sum)
-    staged = plan.cfg.staged_write
-    common.update(
-        VEC_LOAD=plan.cfg.vec_load, STAGED=plan.pass_tiles > 1 if staged is None else staged
-    )
-    full = plan.cfg.full_segments
-    common.update(FULL=plan.pass_tiles > 1 if full is None else full)
-    last = pass_count(dtype, plan)
+    common.update(NMAX=first.nmax, KP=plan.kp, NT=kw["NT"], DIGIT=PASS_BITS)
+    common.update(NSEGP=_next_pow2(first.nseg), TILES=plan.pass_tiles, SMEM_HIST=smem_hist())
+    last = pass_count(dtype)
     if sync:
         return [dict(common, FIRST=0, LAST=last)]
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
@@ -2044,17 +1286,18 @@ shared-memory histograms use (checked by the compile tests on 3.6, 3.8 and 3.9);
 older releases keep ``tl.histogram``."""
 
 
-def smem_hist(cfg: ShortConfig) -> bool:
-    """Whether the launches take their histograms from shared memory (``smem_hist``,
-    compiled for a GPU by a Triton of at least ``SMEM_HIST_TRITON``: the interpreter
-    runs no PTX)."""
+def smem_hist() -> bool:
+    """Whether the launches take their histograms from shared memory by atomics
+    (inline PTX, ``triton_kernels._histogram``), not ``tl.histogram`` (which Triton 3.6
+    lowers to warp votes): in GPU builds by a Triton of at least SMEM_HIST_TRITON (the
+    interpreter runs no PTX)."""
     release = tuple(int(p) for p in triton.__version__.split(".")[:2])
-    return cfg.smem_hist and not _interpreting() and release >= SMEM_HIST_TRITON
+    return not _interpreting() and release >= SMEM_HIST_TRITON
 
 
-def pass_count(dtype: torch.dtype, plan: ShortPlan) -> int:
-    """Radix passes of a plan with ``passes`` over keys of ``dtype``."""
-    return -(-torch.finfo(dtype).bits // plan.cfg.pass_bits)
+def pass_count(dtype: torch.dtype) -> int:
+    """Radix passes over keys of ``dtype``."""
+    return -(-torch.finfo(dtype).bits // PASS_BITS)
 
 
 def cand_size(nmax: int, kp: int) -> int:
@@ -2064,30 +1307,9 @@ def cand_size(nmax: int, kp: int) -> int:
 
 
 def prefilters(plan: ShortPlan, level: Level) -> bool:
-    """Whether ``level`` tries the sampled prefilter: on in the config (and not a
-    lean split's), and slices long enough that the kept elements fill at most a
-    quarter of them."""
-    on = plan.cfg.prefilter and not lean_split(plan)
-    return on and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
-
-
-def prefilter_code(plan: ShortPlan, level: Level) -> int:
-    """``_slice_topk``'s PREFILTER for ``level``: 0 none (:func:`prefilters`), 2 the
-    threshold over the input's values (``ShortConfig.value_filter``), else 1."""
-    if not prefilters(plan, level):
-        return 0
-    return 2 if plan.cfg.value_filter and not level.src_cand else 1
-
-
-LEAN_MAX_KP = 512
-"""The largest k (as its power of two) whose split is lean (``ShortConfig.split_lean``):
-the size timed."""
-LEAN_REGS = 64
-
-
-def lean_split(plan: ShortPlan) -> bool:
-    """Whether ``plan``'s launches are a lean split (``ShortConfig.split_lean``)."""
-    return plan.kind == "split" and plan.cfg.split_lean and plan.kp <= LEAN_MAX_KP
+    """Whether ``level`` tries the sampled prefilter: not in a lean split, and slices
+    long enough that the kept elements fill at most a quarter of them."""
+    return not plan.lean and level.nmax >= 4 * cand_size(level.nmax, plan.kp)
 
 
 @cache  # built once per plan and call shape: host time per call
@@ -2099,14 +1321,13 @@ def _launch_kwargs(
     those of the page map, for the level that writes the output) and launch options
     (warps, the register cap; none in the interpreter). An ``in_launch`` plan: one
     launch's (:func:`in_launch_constants`), at its levels' warps, uncapped unless
-    the config caps it."""
+    lean."""
     if plan.in_launch:
         kw = in_launch_constants(dtype, plan, **dict(flags))
         kw.update(page_flags)
         kw["num_warps"] = plan.levels[0].num_warps
-        cap = plan.cfg.reg_cap or (LEAN_REGS if lean_split(plan) else 0)
-        if cap and not interp:
-            kw["maxnreg"] = cap
+        if plan.lean and not interp:
+            kw["maxnreg"] = LEAN_REGS
         return (kw,)
     out = []
     for lv in plan.levels:
@@ -2114,8 +1335,7 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        lean = LEAN_REGS if lean_split(plan) else None
-        cap = None if interp else (plan.cfg.reg_cap or lean or lv.maxnreg(plan.kp))
+        cap = None if interp else (LEAN_REGS if plan.lean else lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
@@ -2185,7 +1405,7 @@ def run_short(
     Args:
         x: ``[rows, N]`` bf16 / fp16 / fp32 on a CUDA device (or the CPU under
             ``TRITON_INTERPRET=1``), any strides.
-        k: outputs per row, ``1 <= k <= plan.cfg.nmax``.
+        k: outputs per row, at most the plan's ``nmax``.
         opt: the output options (windows, order, fills, offsets, index dtype).
         out_values: ``[rows, k]`` of ``x.dtype`` or None; out_indices: ``[rows, k]``
             of ``opt.index_dtype``; any strides.
@@ -2219,12 +1439,10 @@ def run_short(
     )
     if plan.passes and Order(opt.order) != Order.VALUE:
         first = plan.pass_level
-        npass = pass_count(x.dtype, plan)
-        ntot = rows * npass << plan.cfg.pass_bits
+        npass = pass_count(x.dtype)
+        ntot = rows * npass << PASS_BITS
         zero = torch.zeros(ntot + rows * npass, dtype=torch.int32, device=dev)  # a memset
-        hs = torch.empty(
-            (rows, first.nseg, npass << plan.cfg.pass_bits), dtype=torch.int32, device=dev
-        )
+        hs = torch.empty((rows, first.nseg, npass << PASS_BITS), dtype=torch.int32, device=dev)
         grid = (rows * -(-first.nseg // plan.pass_tiles),)
         args = (
             raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], hs, ov,
