@@ -55,8 +55,8 @@ K_BOUNDS = (
     ("triton_backend", "W32_MID_MAX_K16"),
 )
 N_BOUNDS = (("triton_backend", "SHORT_SAMPLE_N"),)
-SHORT_CONFIG_N = ("nmax", "seg_max", "min_seg")  # fields of triton_short's ShortConfig
-SHORT_CONFIG_BYTES = ("mid_bytes", "long_bytes")  # row sizes in bytes
+SHORT_CONFIG_N = ("nmax", "min_seg")  # fields of triton_short's ShortConfig
+SHORT_BYTES = ("MID_BYTES", "LONG_BYTES")  # triton_short's row sizes in bytes
 
 
 def _module(name: str):
@@ -75,7 +75,7 @@ def boundaries(dtype: torch.dtype, k: int = 512) -> tuple[list[int], list[int]]:
     ns += [getattr(short, f) for f in SHORT_CONFIG_N]
     ks.append(short.nmax)  # above it the short path takes no k
     size = torch.empty((), dtype=dtype).element_size()
-    ns += [getattr(short, f) // size for f in SHORT_CONFIG_BYTES]
+    ns += [getattr(ts, name) // size for name in SHORT_BYTES]
     cfg = tb.launch_config(dtype, k)  # the stream kernel's block and buffer
     ns += [cfg.B, 2 * cfg.B, tb.W32_MID_BLOCKS * cfg.B, tb.W32_FROM * cfg.B, cfg.CAP]
     return sorted(set(ns)), sorted(set(ks))

@@ -153,59 +153,6 @@ def _raw_key(
 
 
 @triton.jit
-def _raw_values(raw, RAW16: tl.constexpr, FP16: tl.constexpr):
-    """Loaded raw bits (an int16 or int32 view of the values) as float32, exactly
-    (widening loses nothing, and no conversion or compare here flushes subnormals:
-    bf16 is widened by a shift, which the interpreter's bf16 conversion would flush)."""
-    if RAW16:
-        if FP16:
-            xf = raw.to(tl.float16, bitcast=True).to(tl.float32)
-        else:
-            xf = (raw.to(tl.int32) << 16).to(tl.float32, bitcast=True)
-    else:
-        xf = raw.to(tl.float32, bitcast=True)
-    return xf
-
-
-@triton.jit
-def _key_bound(thr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
-               LARGEST: tl.constexpr, RAW16: tl.constexpr, FP16: tl.constexpr):  # fmt: skip
-    """The float32 ``w`` for which ``key(x) >= thr`` (``thr > 0``, a selection key as
-    :func:`_to_key` makes them) holds exactly where :func:`_beats_bound` does: for the
-    largest, ``not x <= w`` with ``w`` the value of the largest key below ``thr``
-    that a value has (a NaN ``w`` where none is: every element passes; ``+inf``
-    where ``thr`` is above +inf's key: only NaNs pass); for the smallest, ``x <= w``
-    with ``w`` the value of the largest key of the largest order at or below
-    ``KEY_MASK - thr`` (NaN where none: nothing passes). Keys no value has (the one
-    between -0.0 and +0.0, folded together, and those of NaN bit patterns other
-    than the one NaN key) are stepped over, so that a bound between them is exact."""
-    pinf = INF_BITS | SIGN  # +inf's key (largest order)
-    ninf = (INF_BITS | SIGN) ^ KEY_MASK  # -inf's
-    if LARGEST:
-        p = thr - 1
-    else:
-        p = KEY_MASK - thr
-    p = tl.where(p == SIGN - 1, SIGN - 2, tl.minimum(p, pinf)).to(tl.uint32)
-    raw = _key_to_raw(p, KEY_MASK, SIGN, True)
-    if RAW16:
-        w = _raw_values(raw.to(tl.uint16).to(tl.int16, bitcast=True), RAW16, FP16)
-    else:
-        w = _raw_values(raw.to(tl.int32, bitcast=True), RAW16, FP16)
-    return tl.where(p < ninf, float("nan"), w)
-
-
-@triton.jit
-def _beats_bound(xf, w, LARGEST: tl.constexpr):
-    """Whether float32 values ``xf`` have keys at or above the threshold whose
-    :func:`_key_bound` is ``w``: one compare an element (NaN compares unordered)."""
-    if LARGEST:
-        beats = ~(xf <= w)
-    else:
-        beats = xf <= w
-    return beats
-
-
-@triton.jit
 def _window(begin_ptr, end_ptr, row, N, WINDOW: tl.constexpr):
     """Row ``row``'s window ``[lo, hi)``, clamped to ``[0, N]`` (an empty one if
     ``end < begin``). WINDOW: bit 0, a begin tensor is given (else 0); bit 1, an end
