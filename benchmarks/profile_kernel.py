@@ -36,6 +36,7 @@ from kernel_table import DT, apply_variant, check, copies_for, draw, only_cases,
 
 from deepselect import bench
 from deepselect.keys import to_keys
+from deepselect.ops.triton.common import PROF_SLOTS
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import (
     _sm_count,
@@ -45,7 +46,6 @@ from deepselect.triton_backend import (
     run_triton,
     stream_config,
 )
-from deepselect.triton_kernels import PROF_SLOTS
 
 SHAPES = [  # dtype, batch, N, k, order
     ("bf16", 4096, 1 << 20, 512, "none"),

@@ -27,8 +27,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from deepselect import triton_kernels as K
 from deepselect import triton_short
+from deepselect.ops.triton.stream import deepselect_rows_kernel
+from deepselect.ops.triton.sync import SMEM_HIST_MARK
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
     NUM_WARPS,
@@ -151,11 +152,11 @@ def compile_rows_kernel(
     rows, n = stream if stream is not None else (4096, 1 << 20)
     values = dict(stride_x=n, rows=rows, N=n, stride_ov=k, stride_oi=k, k=k, B2=cfg.B2, seed=0)
     values.update(call_defaults(dtype))
-    attrs, ones = launch_specialization(K.deepselect_rows_kernel, sig, values)
+    attrs, ones = launch_specialization(deepselect_rows_kernel, sig, values)
     consts.update(ones)
     for name in consts:
         sig[name] = "constexpr"
-    src = ASTSource(K.deepselect_rows_kernel, sig, constexprs=consts, attrs=attrs)
+    src = ASTSource(deepselect_rows_kernel, sig, constexprs=consts, attrs=attrs)
     return triton.compile(
         src,
         target=GPUTarget("cuda", 90, 32),
@@ -352,7 +353,7 @@ def main() -> None:
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""
                             # the shared-memory histograms' atomics in the PTX
-                            stats += f" smem_hist={c.asm['ptx'].count(K.SMEM_HIST_MARK)}"
+                            stats += f" smem_hist={c.asm['ptx'].count(SMEM_HIST_MARK)}"
                             if a.sass:
                                 name = f"{a.sass}.{d}.{k}.{order.value}.{v}.L{lv.L}.sass"
                                 open(name, "w").write(sass(c.asm["cubin"]))

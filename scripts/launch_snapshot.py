@@ -121,7 +121,11 @@ def _launches_before(dt, rows, n, k, order, largest, window, off_tensor, values,
     sig = {name: raw if t == "RAW" else t for name, t in ROWS_SIG.items()}
     ints = dict(stride_x=n, rows=rows, N=n, stride_ov=k, stride_oi=k, k=k, B2=cfg.B2, seed=0)
     ints.update(_defaults(dtype))
-    return [("deepselect_rows_kernel", TB.K.deepselect_rows_kernel, sig, kw, ints)]
+    try:
+        from deepselect.ops.triton.stream import deepselect_rows_kernel as kernel
+    except ImportError:  # the layout before ops/triton
+        kernel = TB.K.deepselect_rows_kernel
+    return [("deepselect_rows_kernel", kernel, sig, kw, ints)]
 
 
 def launches(point):

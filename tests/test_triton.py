@@ -15,9 +15,18 @@ import triton.language as tl
 from helpers import assert_same_topk
 
 from deepselect import TopkOptions, oracle_topk, topk_rows
-from deepselect import triton_kernels as K
 from deepselect.distributions import KINDS, make
 from deepselect.keys import from_keys, to_keys
+from deepselect.ops.triton.common import (
+    STRIDE_GOOD,
+    STRIDE_SPAN,
+    _block_at,
+    _block_stride,
+    _coarse_value,
+    _first_kk,
+    _next_block,
+)
+from deepselect.ops.triton.compact import _sample_cols
 from deepselect.options import Order
 from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
@@ -418,7 +427,7 @@ def test_raised_threshold_only_where_its_histogram_fits(dtype):
 @triton.jit
 def _first_kk_kernel(seen_ptr, n_ptr, out_ptr, cnt, k, ti, Z: tl.constexpr):
     for i in range(0, cnt):
-        tl.store(out_ptr + i, K._first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), ti, Z))
+        tl.store(out_ptr + i, _first_kk(tl.load(seen_ptr + i), k, tl.load(n_ptr + i), ti, Z))
 
 
 def test_first_kk_matches_the_reference():
@@ -439,14 +448,14 @@ def test_first_kk_matches_the_reference():
 @triton.jit
 def _order_kernel(out_ptr, m, a, c, p):
     mm = tl.maximum(m - 2, 1)
-    j0 = K._block_at(m * 0, m, a, c, p)
-    j1 = K._block_at(m * 0 + 1, m, a, c, p)
-    j2 = K._block_at(m * 0 + 2, m, a, c, p)
+    j0 = _block_at(m * 0, m, a, c, p)
+    j1 = _block_at(m * 0 + 1, m, a, c, p)
+    j2 = _block_at(m * 0 + 2, m, a, c, p)
     tl.store(out_ptr, j0)
     tl.store(out_ptr + 1, j1)
     tl.store(out_ptr + 2, j2)
     for q in range(3, m):  # block q from blocks q - 1 and q - 3, as the stream does
-        jn = K._next_block(j2, j0, q, a, mm, m, p)
+        jn = _next_block(j2, j0, q, a, mm, m, p)
         j0 = j1
         j1 = j2
         j2 = jn
@@ -457,7 +466,7 @@ def _order_kernel(out_ptr, m, a, c, p):
 def _sample_cols_kernel(out_ptr, first, m, a, c, p, B: tl.constexpr, NS: tl.constexpr,
                         CHUNK: tl.constexpr, lo=0, hi=0, ENDS: tl.constexpr = False):  # fmt: skip
     e = tl.arange(0, NS)
-    tl.store(out_ptr + e, K._sample_cols(e, first, m, a, c, p, B, NS, CHUNK, lo, hi, ENDS))
+    tl.store(out_ptr + e, _sample_cols(e, first, m, a, c, p, B, NS, CHUNK, lo, hi, ENDS))
 
 
 @pytest.mark.parametrize("B,NS,CHUNK", [(128, 512, 32), (128, 128, 64), (4096, 4096, 64)])
@@ -525,7 +534,7 @@ def test_block_order_matches_the_reference(m):
 def _stride_kernel(m_ptr, out_ptr, n):
     for i in range(0, n):
         m = tl.load(m_ptr + i)
-        tl.store(out_ptr + i, K._block_stride(m, K.STRIDE_SPAN, K.STRIDE_GOOD))
+        tl.store(out_ptr + i, _block_stride(m, STRIDE_SPAN, STRIDE_GOOD))
 
 
 def test_block_stride_matches_the_reference():
@@ -543,13 +552,13 @@ def _coarse_kernel(tk_ptr, out_ptr, n, PAST: tl.constexpr, KEY_MASK: tl.constexp
     i = tl.arange(0, 1024)
     for s in range(0, n, 1024):
         tk = tl.load(tk_ptr + s + i, mask=s + i < n).to(tl.uint32)
-        raw = K._coarse_value(tk, (i >= 0) & PAST, KEY_MASK, SIGN, LARGEST)
+        raw = _coarse_value(tk, (i >= 0) & PAST, KEY_MASK, SIGN, LARGEST)
         tl.store(out_ptr + s + i, raw.to(tl.int64), mask=s + i < n)
 
 
 def _coarse_values(dtype, largest, past):
     """Threshold keys (every 16-bit key; a spread of 32-bit ones), their coarse
-    compare values (:func:`triton_kernels._coarse_value`, run by the kernel above)
+    compare values (:func:`ops.triton.common._coarse_value`, run by the kernel above)
     and the keys of the worst and best non-NaN values."""
     bits = torch.finfo(dtype).bits
     mask = (1 << bits) - 1

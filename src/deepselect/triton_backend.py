@@ -15,8 +15,11 @@ import torch
 import triton
 
 from . import reference
-from . import triton_kernels as K
 from ._log import log_launch
+from .ops.triton.common import NREG, THREADS, WORDS, _inf_bits
+from .ops.triton.filter import HIST_BYTES, filter_asm
+from .ops.triton.stream import deepselect_rows_kernel
+from .ops.triton.sync import ring_base_asm, ring_bytes, ring_read_asm
 from .options import Order, TopkOptions
 
 MAX_FAST_K = 4096
@@ -115,7 +118,7 @@ def ring_stages_max(kp: int) -> int:
     """The most ring stages a program may declare beside the kernel's own shared
     memory (:func:`own_smem`), within LAUNCH_SMEM. Past it the launch fails
     ("invalid argument")."""
-    return max(0, min(RING_MAX, (LAUNCH_SMEM - own_smem(kp)) // K.ring_bytes(1)))
+    return max(0, min(RING_MAX, (LAUNCH_SMEM - own_smem(kp)) // ring_bytes(1)))
 
 
 RAISE_MAX = 32
@@ -125,7 +128,7 @@ RAISE_MAX = 32
 def raise_fits(kp: int, ring: int) -> bool:
     """Whether the histogram of ``LaunchConfig.raise_every`` fits beside a ring of
     ``ring`` stages and the kernel's own shared memory (as :func:`ring_stages_max`)."""
-    return own_smem(kp) + K.ring_bytes(ring) + K.HIST_BYTES <= LAUNCH_SMEM
+    return own_smem(kp) + ring_bytes(ring) + HIST_BYTES <= LAUNCH_SMEM
 
 
 def _next_pow2(v: int) -> int:
@@ -160,7 +163,7 @@ def launch_config(dtype: torch.dtype, k: int) -> LaunchConfig:
     buffer of at least 8192 slots, the ring where it fits, the raised threshold for
     16-bit keys, and for 32-bit keys a sample bound that may stop early."""
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
-    B = K.THREADS * K.WORDS * (32 // bits)
+    B = THREADS * WORDS * (32 // bits)
     cap = max(8192, _next_pow2(k + B + max(B // 2, k)))
     kp = max(16, _next_pow2(k))
     return LaunchConfig(
@@ -212,14 +215,14 @@ def kernel_constants(
         KEY_BITS=bits,
         KEY_MASK=(1 << bits) - 1,
         SIGN=1 << (bits - 1),
-        INF_BITS=K._inf_bits(bits, fp16),
+        INF_BITS=_inf_bits(bits, fp16),
         LARGEST=largest,
         ORDER=_ORDER_CODE[order],
         HAS_WINDOW=has_window,
         OFF_TENSOR=off_tensor,
         WRITE_VALUES=write_values,
         USE_ASM=asm,
-        FILTER=K.filter_asm(bits, largest, fp16, vec, raise_every > 0) if asm else "",
+        FILTER=filter_asm(bits, largest, fp16, vec, raise_every > 0) if asm else "",
         B=cfg.B,
         CAP=cfg.CAP,
         KP=cfg.KP,
@@ -227,8 +230,8 @@ def kernel_constants(
         VEC=vec,
         W32=w32,
         RING=ring,
-        RING_BASE=K.ring_base_asm(ring) if ring else "",
-        RING_READ=K.ring_read_asm(ring) if ring else "",
+        RING_BASE=ring_base_asm(ring) if ring else "",
+        RING_READ=ring_read_asm(ring) if ring else "",
         RAISE=raise_every,
         SAMPLE_Z=float(cfg.sample_z),
         SAMPLE_PRE=cfg.sample_pre,
@@ -490,19 +493,19 @@ def run_triton(
     _check_buffer(cfg)
     bits = 16 if x.dtype in (torch.bfloat16, torch.float16) else 32
     raw = x.view(_RAW[x.dtype])
-    asm = use_asm(x) and cfg.B == K.THREADS * K.WORDS * (32 // bits)
+    asm = use_asm(x) and cfg.B == THREADS * WORDS * (32 // bits)
     if grid is None:
         grid = min(rows, sm * cfg.programs_per_sm if x.device.type == "cuda" else 4)
     dev = x.device
     scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
     scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_n = torch.empty((grid, K.NREG.value), dtype=torch.int32, device=dev)
+    scratch_n = torch.empty((grid, NREG.value), dtype=torch.int32, device=dev)
     has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     page_args, page_flags = page_arguments(page, out_indices)
     log_launch("triton-stream", x.dtype, x.shape, k, opt.order, grid=grid, asm=asm, config=cfg)
-    K.deepselect_rows_kernel[(grid,)](
+    deepselect_rows_kernel[(grid,)](
         raw,
         x.stride(0),
         rows,

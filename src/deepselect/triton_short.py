@@ -1,6 +1,6 @@
 """Register-resident top-k for short rows, and the split/merge path for few long rows.
 
-The streaming kernel (:mod:`deepselect.triton_kernels`) runs one program per row and
+The streaming kernel (:mod:`deepselect.ops.triton.stream`) runs one program per row and
 pays a fixed cost per row for its compactions, so it is slow when rows are short
 (the fixed cost dominates) and when there are few long rows (one program per row
 leaves most SMs idle). Both cases are served here by one kernel that holds a whole
@@ -88,7 +88,9 @@ import torch
 import triton
 import triton.language as tl
 
-from . import triton_kernels as K
+from .ops.triton.common import _best_first, _inf_bits, _out_index, _raw_key, _store_index, _window
+from .ops.triton.compact import _radix_select
+from .ops.triton.sync import _histogram, _smem_bins_add, _smem_bins_read, _smem_bins_zero
 from .options import Order, TopkOptions
 from .triton_backend import (
     _ORDER_CODE,
@@ -161,10 +163,10 @@ def _prefilter(
             sk = tl.where(tl.load(si_row + pos, cache_modifier=CM) >= 0, sk, 0)
         else:
             raw = tl.load(x_row + pos.to(tl.int64) * stride_xc)
-            sk = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
+            sk = _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST).to(tl.uint32)
         m = (k * S) / nv.to(tl.float32)  # k may be a compile-time 1
         r = tl.minimum((m + 2.5 * tl.sqrt(m) + 2.0).to(tl.int32), S)
-        thr, _ = K._radix_select(
+        thr, _ = _radix_select(
             sk, nv * 0 + S, kmax, kmin, r, 16 if RAW16 else 32, RADIX_BITS, SMEM, NT
         )  # fmt: skip
     return thr
@@ -257,15 +259,15 @@ def _write_in_order(
     also the fill index and value of outputs ``kk .. k - 1``."""
     s64 = slot.to(tl.int64)
     q = tl.arange(0, KP)
-    out = K._out_index(
+    out = _out_index(
         idx, sel, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr, PAGED,
         PAGE_SHIFT, HAS_R2B,
     )  # fmt: skip
-    K._store_index(oi_row + s64 * stride_oic, out, sel)
+    _store_index(oi_row + s64 * stride_oic, out, sel)
     fm = (q >= kk) & (q < k)
     if fills:
         fi = tl.full([KP], 0, tl.int64) + fill_index
-        K._store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
+        _store_index(oi_row + q.to(tl.int64) * stride_oic, fi, fm)
     if WRITE_VALUES:
         v = tl.load(x_row + idx.to(tl.int64) * stride_xc, mask=sel, other=0)
         tl.store(ov_row + s64 * stride_ovc, v, mask=sel)
@@ -293,8 +295,8 @@ def _write_staged(
     ci = tl.load(oi_row + (s0 + q).to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
     if SORT:
         craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-        ck = K._raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
-        ci = K._best_first(ck, ci, real)
+        ck = _raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+        ci = _best_first(ck, ci, real)
         tl.debug_barrier()  # every read of the staged positions before the rewrite
     _write_in_order(
         x_row, stride_xc, ci, real, s0 + q, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
@@ -321,7 +323,7 @@ def _finish(
     of the row's ``DC`` columns, padded with index -1 past the selection (``U >= k``)."""
     row64 = row.to(tl.int64)
     # 2. pivot key
-    pk, above = K._radix_select(
+    pk, above = _radix_select(
         keys, nv, kmax, kmin, k, 16 if RAW16 else 32, RADIX_BITS, SMEM_HIST, NT
     )  # fmt: skip
     kk = tl.minimum(k, nv)
@@ -349,7 +351,7 @@ def _finish(
             # stage the selection's indices in the output, read them back as one KP
             # vector and sort it by (key desc, index asc); PAGED: so that the page
             # table is read once per output, not once per element held
-            K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
+            _store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
             tl.debug_barrier()
             _write_staged(
                 x_row, stride_xc, 0, kk, kk, k, True, row, off, oi_row, stride_oic, ov_row,
@@ -384,7 +386,7 @@ def _slice_pos(
     which to load and the row's window ``[lo, hi)``."""
     o = _spread(NMAX, NT)
     if HAS_WINDOW:
-        lo, hi = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+        lo, hi = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
     else:
         lo = 0
         hi = N
@@ -426,7 +428,7 @@ def _input_slice(
     raw, idx, valid, lo, hi = _slice_raw(
         x_row, stride_xc, N, row, seg, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
     )  # fmt: skip
-    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+    keys = _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
     return keys, idx, valid, lo, hi
 
 
@@ -694,9 +696,9 @@ def _digit_histogram(
     """Radix pass ``P``'s histogram: of digit ``P`` (``DIGIT`` bits from the top, the
     last one narrower) of the valid keys whose higher digits are those of ``prefix``;
     bin ``j`` for digit ``2**DIGIT - 1 - j`` (the largest first). ``SMEM``, ``NT``: by
-    shared-memory atomics (``triton_kernels._histogram``)."""
+    shared-memory atomics (``ops.triton.sync._histogram``)."""
     rbin, m = _digit_bins(keys, valid, prefix, BITS, DIGIT, P)
-    return K._histogram(rbin, m, 1 << DIGIT, SMEM, NT)
+    return _histogram(rbin, m, 1 << DIGIT, SMEM, NT)
 
 
 @triton.jit
@@ -808,8 +810,8 @@ def radix_phases_kernel(
             if TILES == 1:
                 h = _digit_histogram(keys, valid, prefix, BITS, DIGIT, p, SMEM_HIST, NT)
             elif SMEM_HIST and NMAX >= NT:  # one histogram, loads ahead
-                K._smem_bins_zero(NB)
-                lo_w, hi_w = K._window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+                _smem_bins_zero(NB)
+                lo_w, hi_w = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
                 raw, _, _, _, _ = _slice_raw(
                     x_row, stride_xc, N, row, seg0, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW,
                     NMAX, NT,
@@ -819,22 +821,22 @@ def radix_phases_kernel(
                         x_row, stride_xc, N, row, seg0 + t + 1, tl.where(t + 1 < TILES, L, 0),
                         begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT,
                     )  # fmt: skip
-                    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+                    keys = _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
                     # a whole segment's count is a call of its own on a constant mask, so
                     # that the build drops the mask; merged into one call on a mask chosen
                     # at run time, the build keeps one masked count for both (ptxas, sm_90)
                     if _whole(seg0 + t, L, lo_w, hi_w, NMAX):
                         bins, m = _digit_bins(keys.to(tl.uint32), everyone, prefix, BITS, DIGIT, p)
-                        K._smem_bins_add(bins, m)
+                        _smem_bins_add(bins, m)
                     else:
                         _, valid, _, _, _ = _slice_pos(
                             N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX,
                             NT,
                         )  # fmt: skip
                         bins, m = _digit_bins(keys.to(tl.uint32), valid, prefix, BITS, DIGIT, p)
-                        K._smem_bins_add(bins, m)
+                        _smem_bins_add(bins, m)
                     raw = nxt
-                h = K._smem_bins_read(NB)
+                h = _smem_bins_read(NB)
             else:  # a histogram a segment, summed
                 h = tl.zeros([NB], tl.int32)
                 for t in tl.range(TILES):
@@ -875,7 +877,7 @@ def radix_phases_kernel(
                     idx, valid, _, _, _ = _slice_pos(
                         N, row, seg0 + t, L, begin_ptr, end_ptr, RAW16, HAS_WINDOW, NMAX, NT
                     )  # fmt: skip
-                    keys = K._raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+                    keys = _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
                     raw = nxt
                     gt, eq = _write_segment(
                         x_row, stride_xc, keys.to(tl.uint32), idx, valid, prefix, rem, gt0,
@@ -917,7 +919,7 @@ def _write_segment(
     sel = gtm | (eqm & (rank < r))
     slot = gt0 + (packed >> 16) - gtm.to(tl.int32) + tl.minimum(rank, r)
     if STAGE:
-        K._store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
+        _store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
     else:
         _write_in_order(
             x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic,
@@ -1202,7 +1204,7 @@ def kernel_constants(
     return dict(
         KEY_MASK=(1 << bits) - 1,
         SIGN=1 << (bits - 1),
-        INF_BITS=K._inf_bits(bits, dtype == torch.float16),
+        INF_BITS=_inf_bits(bits, dtype == torch.float16),
         LARGEST=largest,
         RAW16=bits == 16,
         SRC_CAND=level.src_cand,
@@ -1288,7 +1290,7 @@ older releases keep ``tl.histogram``."""
 
 def smem_hist() -> bool:
     """Whether the launches take their histograms from shared memory by atomics
-    (inline PTX, ``triton_kernels._histogram``), not ``tl.histogram`` (which Triton 3.6
+    (inline PTX, ``ops.triton.sync._histogram``), not ``tl.histogram`` (which Triton 3.6
     lowers to warp votes): in GPU builds by a Triton of at least SMEM_HIST_TRITON (the
     interpreter runs no PTX)."""
     release = tuple(int(p) for p in triton.__version__.split(".")[:2])

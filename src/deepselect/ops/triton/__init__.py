@@ -1,0 +1,1 @@
+"""Triton kernels: the streaming top-k (:mod:`.stream`) and its parts."""
