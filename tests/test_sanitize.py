@@ -4,7 +4,8 @@ representative subset of launches, each checked against the oracle).
 On a GPU, memcheck over every case and racecheck over the block-synchronous, short
 and split launches must report no error. The warp-private loop (``w32``) is left out
 of racecheck: its warps poll shared-memory flags that another warp sets without a
-barrier between them, by design (scripts/gpu_run.sh SANITIZE=1 reports it anyway).
+barrier between them, by design (``compute-sanitizer --tool racecheck python
+scripts/sanitize_cases.py --cases w32`` reports it).
 Without a GPU, the case list itself runs at a small scale under the interpreter.
 """
 
