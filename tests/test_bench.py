@@ -553,7 +553,18 @@ def test_table_units_marks_and_notes():
 # ------------------------------------------------------------------------ CLI
 
 
-def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys):
+@pytest.fixture
+def small_cache(monkeypatch):
+    """A 1 MiB cache for the command's runs: the input copies that defeat it stay a few
+    MiB, where this machine's last-level cache (480 MiB on some CI hosts) would have
+    each case draw and rotate gigabytes; the rotation itself is tested above."""
+    from deepselect.bench import cli, run
+
+    for module in (cli, run):
+        monkeypatch.setattr(module, "cache_bytes", lambda device: 1 << 20)
+
+
+def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys, small_cache):
     csv_path = tmp_path / "bench.csv"
     rc = cli_main(
         [
@@ -589,7 +600,7 @@ def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys):
     assert len(pngs) == 4
 
 
-def test_cli_read_scenario_on_cpu(tmp_path, capsys):
+def test_cli_read_scenario_on_cpu(tmp_path, capsys, small_cache):
     csv_path = tmp_path / "read.csv"
     argv = ["bench", "--device", "cpu", "--scenario", "read", "--batch", "2", "--n", "4K",
             "--repeats", "1", "--csv", str(csv_path)]  # fmt: skip

@@ -30,10 +30,14 @@ import sanitize_cases  # noqa: E402
 KERNELS = ["--kernel-name-exclude", "kns=native"]
 
 
-def test_every_case_agrees_with_the_oracle_at_a_small_scale():
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    for name, run in sanitize_cases.cases("all", dev=dev, scale=50):
-        assert run(), name
+SMALL = dict(sanitize_cases.cases("all", dev="cuda" if torch.cuda.is_available() else "cpu",
+                                   scale=50))  # fmt: skip
+
+
+@pytest.mark.slow  # under the interpreter: 80-160 s in all on 2 cores, 30 s the longest
+@pytest.mark.parametrize("name", list(SMALL))
+def test_every_case_agrees_with_the_oracle_at_a_small_scale(name):
+    assert SMALL[name]()
 
 
 @pytest.mark.gpu
