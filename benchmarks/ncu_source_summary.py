@@ -1,8 +1,11 @@
-"""Summarise Nsight Compute's source page of one launch (scripts/gpu_run.sh
-NCU_SOURCE=... writes it as $OUT/src_<name>.csv): where the warps' instructions and
-stall samples go.
+"""Summarise Nsight Compute's source page of one launch: where the warps' instructions
+and stall samples go.
 
-    python benchmarks/ncu_source_summary.py src_w32.csv [--runs 0.005] [--top 12]
+    ncu --kernel-name regex:deepselect_rows_kernel --launch-skip 1 --launch-count 1 \\
+        --section SourceCounters --section WarpStateStats -o rep \\
+        python benchmarks/one_call.py --rows 256 --n 1M
+    ncu --import rep.ncu-rep --page source --csv --print-source sass > src.csv
+    python benchmarks/ncu_source_summary.py src.csv [--runs 0.005] [--top 12]
 
 Three views: the stall reasons over the whole launch; runs of consecutive SASS
 instructions executed equally often (a loop body or one path through it: the
@@ -36,12 +39,12 @@ def opcode(sass: str) -> str:
     return op.split(".")[0].rstrip(";")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("csv")
     p.add_argument("--runs", type=float, default=0.005, help="show runs above this share")
     p.add_argument("--top", type=int, default=12)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     hdr, data = load(a.csv)
     col = {h: i for i, h in enumerate(hdr)}
 

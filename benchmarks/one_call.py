@@ -1,16 +1,17 @@
-"""One warm-up call and one measured call of the streaming kernel, for a profiler.
+"""One warm-up call and one measured call of a kernel, for a profiler (Nsight Compute).
 
     ncu --kernel-name regex:deepselect_rows_kernel --launch-skip 1 --launch-count 1 \\
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \\
-        python benchmarks/one_call.py --rows 256 --n 1048576 [--preset]
+        python benchmarks/one_call.py --rows 256 --n 1M [--preset]
 
+By default the launch ``run_triton`` picks for the shape (short rows and few rows take
+the short/split path: profile ``short_rows_kernel`` and its kin then). ``--stream``
+forces the streaming kernel's launch for the shape (:func:`stream_config`), ``--w32``
+/ ``--sync`` its warp-private / block-synchronous loop at two programs per SM;
 ``--preset`` starts every row at its true k-th key (the stream without the rising
-threshold), as benchmarks/profile_kernel.py does; ``--w32`` runs the warp-private
-loop (``LaunchConfig.w32``), otherwise the block-synchronous one, both at two
-programs per SM; ``--as-launched`` the launch ``run_triton`` picks for the shape
-(``stream_config``: e.g. three programs per SM at 80 registers for bf16 4096 x 1M);
-``--short`` the register-resident short/split path of the shape
-(``short_rows_kernel``).
+threshold). For a per-instruction view: ``ncu ... -o rep python benchmarks/one_call.py``,
+``ncu --import rep.ncu-rep --page source --csv --print-source sass > src.csv``, then
+``python benchmarks/ncu_source_summary.py src.csv``.
 """
 
 from __future__ import annotations
@@ -19,53 +20,48 @@ import argparse
 import dataclasses
 
 import torch
-from kernel_table import DT, draw
 
+from deepselect import bench
 from deepselect.keys import to_keys
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import _sm_count, launch_config, run_triton
-from deepselect.triton_short import run_short, short_path
+from deepselect.triton_backend import launch_config, run_triton, stream_config
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--dtype", default="bf16", choices=list(DT))
-    p.add_argument("--rows", type=int, default=256)
-    p.add_argument("--n", type=int, default=1 << 20)
-    p.add_argument("--k", type=int, default=512)
-    p.add_argument("--order", default="none")
-    p.add_argument("--preset", action="store_true")
-    p.add_argument("--w32", action="store_true", help="the warp-private loop (LaunchConfig.w32)")
-    p.add_argument("--short", action="store_true", help="the short/split path of the shape")
-    p.add_argument(
-        "--as-launched",
-        action="store_true",
-        help="the launch run_triton picks for the shape (stream_config: programs per SM, "
-        "register cap, loop), not launch_config's at two programs per SM",
-    )
-    a = p.parse_args()
-    cfg = dataclasses.replace(launch_config(DT[a.dtype], a.k), w32=a.w32, w32_from=None)
-    x = draw("normal", a.rows, a.n, DT[a.dtype], 0)
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dtype", default="bf16", choices=list(bench.DTYPES))
+    p.add_argument("--rows", type=bench.parse_size, default=256)
+    p.add_argument("--n", type=bench.parse_size, default=1 << 20)
+    p.add_argument("--k", type=bench.parse_size, default=512)
+    p.add_argument("--order", default="none", choices=("none", "value", "index"))
+    p.add_argument("--dist", default="normal", help="input distribution (deepselect bench's)")
+    p.add_argument("--preset", action="store_true", help="rows start at their k-th key")
+    loop = p.add_mutually_exclusive_group()
+    loop.add_argument("--stream", action="store_true", help="the streaming kernel's launch")
+    loop.add_argument("--w32", action="store_true", help="the warp-private loop, 2 per SM")
+    loop.add_argument("--sync", action="store_true", help="the block-synchronous loop, 2 per SM")
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA device")
+    dtype = bench.DTYPES[a.dtype]
+    x = bench.draw(a.dist, a.rows, a.n, dtype, "cuda")
     opt = TopkOptions(order=a.order)
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = None
+    if a.stream or a.preset:
+        cfg = stream_config(dtype, a.k, a.rows, a.n, sm)
+    if a.w32 or a.sync:
+        cfg = dataclasses.replace(launch_config(dtype, a.k), w32=a.w32)
     pre = None
     if a.preset:
-        kth = torch.topk(x, a.k, dim=1).values[:, -1:]
-        pre = to_keys(kth).view(-1).to(torch.int32)
+        pre = to_keys(torch.topk(x, a.k, dim=1).values[:, -1:]).view(-1).to(torch.int32)
     v = torch.empty((a.rows, a.k), dtype=x.dtype, device="cuda")
     i = torch.empty((a.rows, a.k), dtype=torch.int32, device="cuda")
-    plan = short_path(x, a.k, opt, _sm_count(0)) if a.short else None
-    if a.short and plan is None:
-        p.error("--short: the shape takes the streaming kernel")
     for _ in range(2):  # the first call compiles; the profiler takes the second
-        if plan is not None:
-            run_short(x, a.k, opt, v, i, plan)
-            continue
-        if a.as_launched:
-            run_triton(x, a.k, opt, v, i, preset=pre)
-        else:
-            grid = min(a.rows, 2 * _sm_count(0))
-            run_triton(x, a.k, opt, v, i, preset=pre, config=cfg, grid=grid)
+        run_triton(x, a.k, opt, v, i, config=cfg, preset=pre)
     torch.cuda.synchronize()
+    want = torch.topk(x, a.k, dim=1, sorted=a.order == "value").values
+    print(bench.check_exact(x, v, i, want, a.k, ordered=a.order == "value"))
 
 
 if __name__ == "__main__":

@@ -1,115 +1,177 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: the kernel's phase profile (PROFILE=1, PROFILE_ARGS), the kernel
-# benchmark table (every result checked first; VARIANT=default|other|both compaction
-# key search; TABLE_ARGS more options, e.g. "--only fp32:300:129280:512:value"),
-# robustness distributions in full mode or when ROBUST="dist ..." is set (each a
-# quick table with ROBUST_VARIANT, else VARIANT), then the GPU
-# test suite in parallel shards (scripts/gpu_tests.sh; TESTS= files, default all, or a
-# file of test ids ending in .ids, such as an earlier run's unfinished.ids;
-# TESTS=none skips them). TABLE=0 skips the table.
-# READ=1 the plain-read ceiling (benchmarks/read_ceiling.py, READ_ARGS its options),
-# SHORT=1 adds the few/short-rows table (SHORT_ARGS its options; SHORT_DIST="ascending
-# distinct32" the same on those rows, SHORT_DIST_ARGS their options), HOST=1 small
-# calls' host / eager / graph time, BENCH=1 `deepselect bench --quick` with plots,
-# NCU=1 Nsight Compute's warp-stall reasons for one streaming launch (normal, preset;
-# NCU_ARGS one_call.py's shape options, e.g. "--rows 4096 --w32"),
-# NCU_SOURCE="name:one_call.py args;..." each launch's stall samples per SASS instruction,
-# ENGINE=1 benchmarks/engine_bench.py --quick (ENGINE_ARGS="" the full figure),
-# SANITIZE=1 compute-sanitizer memcheck / racecheck over scripts/sanitize_cases.py (our
-# kernels only: torch's are excluded).
-# The GPU tests are compile-bound (~5 s per kernel specialisation): on an H200 host
-# with 16 cores, 12 shards of 18-20 tests each took 18 to 406 s (423 s in all), so
-# the tests run as a queue of small pieces taken by 12 workers (GPU_TESTS_SPLIT,
-# GPU_TESTS_SHARDS override), longest expected first by scripts/gpu_test_costs.txt (the
-# seconds per test of an earlier run; this run's come back as test_costs.txt).
-# Timings run before the tests, on a quiet GPU. Logs go to $OUT (or ./out); the
-# short table is printed last.
-#   bash scripts/gpu_run.sh [quick|full] [pytest -k expression]
+# One call on a GPU machine (16 cores): the GPU test suite, then `deepselect bench
+# --quick` as CUDA-graph replays; logs in $OUT, the tests' tally and the benchmark's
+# table printed last.
+#   bash scripts/gpu_run.sh [test files or directories | a file of test ids, *.ids]
+# The GPU tests are compile-bound (seconds per kernel specialisation), so they run as a
+# queue of pieces taken by WORKERS pytest processes sharing one Triton cache: each test
+# function's parametrisations stay together (they share specialisations), cut into
+# pieces and ordered longest expected first by scripts/gpu_test_pieces.py from the
+# seconds per test of an earlier run (scripts/gpu_test_costs.txt; this run's come back
+# as $OUT/test_costs.txt), so that no long piece starts late.
+# Environment:
+#   OUT            logs (default ./out): gpu.txt, collect.txt, piece_<j>.{ids,log,rc},
+#                  worker_<w>.{ids,pieces}, pytest.txt, unfinished.ids (the tests of
+#                  pieces the time ran out on: pass the file back as the argument),
+#                  test_costs.txt, bench.txt, bench.csv
+#   WORKERS        parallel pytest processes (default 3/4 of the cores, at least 1)
+#   TESTS_TIMEOUT  seconds for all the tests together (default 240)
+#   TESTS_MARK     marker expression (default gpu; "" selects every test)
+#   TESTS_K        a pytest -k expression
+#   TESTS_DRY      1: write and print the pieces, run nothing
+#   BENCH          0: no benchmark (default 1); BENCH_TIMEOUT its seconds (default 120)
+# Exit status: 0 when every test passed (skips allowed) and every benchmarked result
+# was exact; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-out}
+mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src:$PWD/tests PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/deepselect-triton-cache}
-mode=${1:-quick}
-tests_rc=0
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
-if [ "${PROFILE:-0}" = 1 ]; then
-  (cd benchmarks && timeout ${PROFILE_TIMEOUT:-150} python3 profile_kernel.py $([ "$mode" = quick ] && echo --quick) ${PROFILE_ARGS:-}) 2>&1 | tee "$OUT/profile.txt"
+mkdir -p "$TRITON_CACHE_DIR"
+MARK=${TESTS_MARK-gpu}
+TIMEOUT=${TESTS_TIMEOUT:-240}
+cores=$(nproc 2>/dev/null || echo 2)
+P=${WORKERS:-$((cores * 3 / 4))}
+[ "$P" -ge 1 ] 2>/dev/null || P=1
+
+if [ "${TESTS_DRY:-0}" != 1 ]; then
+  { command -v nvidia-smi >/dev/null &&
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  } 2>&1 | tee "$OUT/gpu.txt"
 fi
-if [ "${TABLE:-1}" = 1 ]; then
-  timeout ${TABLE_TIMEOUT:-240} python3 benchmarks/kernel_table.py $([ "$mode" = quick ] && echo --quick) --variant ${VARIANT:-both} ${TABLE_ARGS:-} --csv "$OUT/table.csv" 2>&1 | tee "$OUT/table.txt"
+
+# ---- the tests: collect, cut into pieces, run the queue
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(tests)
+[ ${#targets[@]} -eq 1 ] && [[ ${targets[0]} == *.ids ]] && mapfile -t targets <"${targets[0]}"
+select=()
+[ -n "$MARK" ] && select+=(-m "$MARK")
+[ -n "${TESTS_K:-}" ] && select+=(-k "$TESTS_K")
+t0=$(date +%s)
+collect_errors=0
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "no test ids given: no tests run"
+  : >"$OUT/collect.txt"
+  collect_errors=1
+else
+  python3 -m pytest --collect-only -q -p no:cacheprovider "${select[@]}" \
+    "${targets[@]}" >"$OUT/collect.txt" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then # a file that fails to import fails the run
+    collect_errors=$(grep -c '^ERROR ' "$OUT/collect.txt")
+    [ "$collect_errors" -ge 1 ] 2>/dev/null || collect_errors=1
+    echo "collection failed (rc $rc, $collect_errors errors):"
+    grep '^ERROR ' "$OUT/collect.txt" | head -10
+  fi
 fi
-if [ "${NCU:-0}" = 1 ]; then  # warp stall reasons of one streaming launch, normal and preset
-  for pre in "" --preset ${NCU_EXTRA:-}; do  # NCU_EXTRA="--w32" adds a third launch
-    (cd benchmarks && timeout ${NCU_TIMEOUT:-120} ncu --clock-control none --kernel-name regex:deepselect_rows_kernel \
-      --launch-skip 1 --launch-count 1 --section WarpStateStats --section SchedulerStats \
-      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-      --section SourceCounters --section InstructionStats --section SpeedOfLight \
-      --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
-      python3 one_call.py ${NCU_ARGS:-} $pre) 2>&1 | tee -a "$OUT/ncu.txt" | grep -E "stalled|Warp Cycles|Issued Warp|Eligible Warps|Memory Throughput|DRAM Throughput|L2 Hit|Duration|Executed Ipc" | sort -k3 -g -r | head -30
+mapfile -t ids < <(grep '::' "$OUT/collect.txt")
+rm -rf "$OUT"/piece_* "$OUT"/claim_* "$OUT"/worker_*
+if [ ${#ids[@]} -gt 0 ]; then
+  [ "$P" -gt ${#ids[@]} ] && P=${#ids[@]}
+  printf '%s\n' "${ids[@]}" |
+    python3 scripts/gpu_test_pieces.py split "$OUT" "$P" scripts/gpu_test_costs.txt
+fi
+mapfile -t pieces < <(ls "$OUT" | grep -E '^piece_[0-9]+\.ids$')
+echo "collected ${#ids[@]} tests (marker '${MARK}') in $(($(date +%s) - t0)) s:" \
+  "${#pieces[@]} pieces, $P workers, ${TIMEOUT} s; Triton cache $TRITON_CACHE_DIR"
+if [ "${TESTS_DRY:-0}" = 1 ]; then
+  for pc in "${pieces[@]}"; do echo "${pc%.ids}: $(wc -l <"$OUT/$pc") tests"; done
+  exit 0
+fi
+
+deadline=$(($(date +%s) + TIMEOUT))
+worker() { # worker <w>: take the next unclaimed piece (mkdir claims it once) until none is left
+  local w=$1 pc j left
+  : >"$OUT/worker_$w.ids"
+  : >"$OUT/worker_$w.pieces"
+  for pc in "${pieces[@]}"; do
+    j=${pc%.ids}
+    mkdir "$OUT/claim_$j" 2>/dev/null || continue
+    cat "$OUT/$pc" >>"$OUT/worker_$w.ids"
+    echo "$j" >>"$OUT/worker_$w.pieces"
+    left=$((deadline - $(date +%s)))
+    if [ "$left" -le 0 ]; then
+      echo "$j: not run, the time was up" >"$OUT/$j.log"
+      echo 124 >"$OUT/$j.rc"
+      continue
+    fi
+    # the ids were selected above: no -m here (a marker expression would re-filter them)
+    mapfile -t mine <"$OUT/$pc"
+    timeout --kill-after=10 "$left" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+      -rfE "${mine[@]}" >"$OUT/$j.log" 2>&1
+    echo $? >"$OUT/$j.rc"
   done
-fi
-if [ -n "${NCU_SOURCE:-}" ]; then  # per-SASS-instruction stall samples of one launch each:
-  # NCU_SOURCE="name:one_call.py args;..." -> $OUT/src_<name>.csv (ncu's source page);
-  # NCU_KERNEL: the kernel's name (regex), short_rows_kernel for one_call.py --short
-  IFS=';' read -ra runs <<<"$NCU_SOURCE"
-  for r in "${runs[@]}"; do
-    name=${r%%:*}; args=${r#*:}
-    (cd benchmarks && timeout ${NCU_TIMEOUT:-150} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-deepselect_rows_kernel} \
-      --launch-skip 1 --launch-count 1 --section SourceCounters --section WarpStateStats \
-      -f -o "/tmp/src_$name" python3 one_call.py $args) >>"$OUT/ncu_src.log" 2>&1
-    ncu --import "/tmp/src_$name.ncu-rep" --page source --csv --print-source sass >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log" \
-      || ncu --import "/tmp/src_$name.ncu-rep" --page source --csv >"$OUT/src_$name.csv" 2>>"$OUT/ncu_src.log"
-    echo "ncu source $name: $(wc -l <"$OUT/src_$name.csv") lines"
+}
+pids=()
+for ((w = 0; w < P && ${#pieces[@]} > 0; w++)); do
+  worker "$w" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+[ ${#pieces[@]} -gt 0 ] && python3 scripts/gpu_test_pieces.py costs "$OUT" >"$OUT/test_costs.txt"
+
+count() { # count <word> <line>: the number before "<word>" in pytest's summary line
+  local n
+  n=$(grep -oE "[0-9]+ $1" <<<"$2" | head -1 | cut -d' ' -f1)
+  echo "${n:-0}"
+}
+: >"$OUT/unfinished.ids"
+total_p=0 total_f=0 total_e=$collect_errors total_s=0 bad=0
+{
+  for ((w = 0; w < P; w++)); do
+    [ -f "$OUT/worker_$w.pieces" ] || continue
+    p=0 f=0 e=0 sk=0 state=ok
+    while read -r j; do
+      rc=$(cat "$OUT/$j.rc" 2>/dev/null || echo 1)
+      # pytest -q ends with e.g. "3 passed, 1 skipped in 2.31s"
+      line=$(grep -E '[0-9]+ (passed|failed|error|errors|skipped|deselected)' "$OUT/$j.log" |
+        grep -E ' in [0-9.]+s' | tail -1)
+      p=$((p + $(count passed "$line"))) f=$((f + $(count failed "$line")))
+      e=$((e + $(count error "$line"))) sk=$((sk + $(count skipped "$line")))
+      if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        state="TIMEOUT ($j)" e=$((e + 1))
+        cat "$OUT/$j.ids" >>"$OUT/unfinished.ids"
+      elif [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
+        state="rc=$rc ($j)"
+        [ -z "$line" ] && e=$((e + 1)) # a crash without a summary line still fails
+      fi
+    done <"$OUT/worker_$w.pieces"
+    [ "$state" != ok ] && bad=1
+    printf 'worker %2d: %3d tests  %3d passed  %3d failed  %3d errors  %3d skipped  %s\n' \
+      "$w" "$(wc -l <"$OUT/worker_$w.ids")" "$p" "$f" "$e" "$sk" "$state"
+    total_p=$((total_p + p)) total_f=$((total_f + f)) total_e=$((total_e + e))
+    total_s=$((total_s + sk))
   done
+  status=PASS
+  { [ "$bad" = 1 ] || [ "$total_f" -gt 0 ] || [ "$total_e" -gt 0 ]; } && status=FAIL
+  [ ${#ids[@]} -eq 0 ] && [ "$collect_errors" = 0 ] && status="FAIL (no tests collected)"
+  printf 'total: %d tests  %d passed  %d failed  %d errors  %d skipped  in %d s: %s\n' \
+    "${#ids[@]}" "$total_p" "$total_f" "$total_e" "$total_s" "$(($(date +%s) - t0))" "$status"
+  if [ "$status" != PASS ]; then
+    grep -hE '^(FAILED|ERROR) ' "$OUT"/piece_*.log 2>/dev/null | head -40
+    [ -s "$OUT/unfinished.ids" ] && echo "$(wc -l <"$OUT/unfinished.ids") tests not finished" \
+      "in time: their ids in $OUT/unfinished.ids"
+  fi
+} >"$OUT/pytest.txt"
+tests_ok=0
+grep -q '^total: .*: PASS$' "$OUT/pytest.txt" || tests_ok=1
+
+# ---- the benchmark, then the short report
+bench_rc=0
+if [ "${BENCH:-1}" = 1 ]; then
+  timeout "${BENCH_TIMEOUT:-120}" python3 -m deepselect bench --quick --graph \
+    --csv "$OUT/bench.csv" >"$OUT/bench.txt" 2>"$OUT/bench.log"
+  bench_rc=$?
+  [ "$bench_rc" = 124 ] &&
+    echo "deepselect bench: stopped after ${BENCH_TIMEOUT:-120} s" >>"$OUT/bench.txt"
 fi
-if [ "${READ:-0}" = 1 ]; then  # the plain-read ceiling (benchmarks/read_ceiling.py, READ_ARGS)
-  (cd benchmarks && timeout ${READ_TIMEOUT:-200} python3 read_ceiling.py ${READ_ARGS:-}) 2>&1 | tee "$OUT/read.txt"
+echo "==== GPU tests ($OUT/pytest.txt)"
+cat "$OUT/pytest.txt"
+if [ "${BENCH:-1}" = 1 ]; then
+  echo "==== deepselect bench --quick --graph ($OUT/bench.txt, bench.csv, bench.log)"
+  cat "$OUT/bench.txt"
+  [ "$bench_rc" = 0 ] || tail -5 "$OUT/bench.log"
 fi
-if [ "${SHORT:-0}" = 1 ]; then
-  (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py ${SHORT_ARGS:-}) 2>&1 | tee "$OUT/short.txt"
-  for d in ${SHORT_DIST:-}; do  # SHORT_DIST="ascending ...": the same table on those rows
-    (cd benchmarks && timeout ${SHORT_TIMEOUT:-100} python3 short_table.py --dist $d ${SHORT_DIST_ARGS:-${SHORT_ARGS:-}}) 2>&1 | tail -n +2 | sed "s/^/$d /" | tee -a "$OUT/short.txt"
-  done
-fi
-if [ "${HOST:-0}" = 1 ]; then  # host / eager / graph-replay time of small calls
-  (cd benchmarks && timeout ${HOST_TIMEOUT:-150} python3 host_table.py ${HOST_ARGS:-}) 2>&1 | tee "$OUT/host.txt" | tail -14
-fi
-if [ "${ENGINE:-0}" = 1 ]; then  # engine operations beside plain torch (issue figures)
-  timeout ${ENGINE_TIMEOUT:-120} python3 benchmarks/engine_bench.py ${ENGINE_ARGS---quick} --csv "$OUT/engine.csv" 2>&1 | tee "$OUT/engine.txt" | tail -40
-fi
-if [ "${SANITIZE:-0}" = 1 ]; then  # compute-sanitizer over scripts/sanitize_cases.py
-  timeout ${SANITIZE_TIMEOUT:-300} python3 scripts/sanitize_cases.py >/dev/null  # compile first
-  for run in memcheck:all racecheck:block racecheck:w32; do
-    tool=${run%%:*}; cases=${run#*:}
-    echo "== $tool --cases $cases" | tee -a "$OUT/sanitize.txt"
-    timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 3 --kernel-name-exclude kns=native \
-      python3 scripts/sanitize_cases.py --cases $cases 2>&1 | tail -n 25 | tee -a "$OUT/sanitize.txt" | tail -3
-  done
-fi
-if [ "${BENCH:-0}" = 1 ]; then
-  timeout ${BENCH_TIMEOUT:-100} python3 -m deepselect bench --quick --csv "$OUT/bench.csv" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.txt" | tail -30
-fi
-if [ "${TESTS:-tests}" = none ]; then :; else
-# the shards' files stay on the machine (few files come back); their logs in one file
-# TESTS=<file>.ids: those test ids (e.g. a run's unfinished.ids, brought back)
-targets=${TESTS:-tests}
-case $targets in *.ids) targets=$(cat "$targets") ;; esac
-if [ -z "$targets" ]; then echo "no test ids in $TESTS: no tests run"; tests_rc=1; else
-OUT=/tmp/gpu_tests GPU_TESTS_TIMEOUT=${PYTEST_TIMEOUT:-480} GPU_TESTS_SPLIT=${GPU_TESTS_SPLIT:-queue} GPU_TESTS_SHARDS=${GPU_TESTS_SHARDS:-12} GPU_TESTS_K="${2:-}" bash scripts/gpu_tests.sh $targets 2>&1 | tee "$OUT/pytest.txt" | tail -16
-tests_rc=$?
-cp /tmp/gpu_tests/unfinished.ids "$OUT/unfinished.ids" 2>/dev/null
-fi
-cat /tmp/gpu_tests/shard_*.log >"$OUT/shards.txt" 2>/dev/null
-cp /tmp/gpu_tests/costs.txt "$OUT/test_costs.txt" 2>/dev/null  # for scripts/gpu_test_costs.txt
-fi
-if [ "$mode" = full ] || [ -n "${ROBUST:-}" ]; then  # ROBUST="ascending ..." in quick mode too
-  for d in ${ROBUST:-shifted tiny ascending distinct32}; do
-    timeout ${ROBUST_TIMEOUT:-200} python3 benchmarks/kernel_table.py --quick --dist $d --variant ${ROBUST_VARIANT:-${VARIANT:-default}} \
-      --repeats 10 2>&1 | tail -n +2 | tee -a "$OUT/robust.txt"
-  done
-fi
-echo "==== table"; [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"; [ -f "$OUT/robust.txt" ] && cat "$OUT/robust.txt"
-[ -f "$OUT/short.txt" ] && cat "$OUT/short.txt"
-exit $tests_rc  # the tests' status (0 when none ran), not whether a table was asked for
+[ "$tests_ok" = 0 ] && [ "$bench_rc" = 0 ]

@@ -1,22 +1,20 @@
-"""How scripts/gpu_tests.sh deals its tests, and what a queue run's pieces cost.
+"""How scripts/gpu_run.sh cuts the GPU tests into pieces, and what a run's pieces cost.
 
-    python3 scripts/gpu_test_pieces.py split OUT P MODE [COSTS] < ids
+    python3 scripts/gpu_test_pieces.py split OUT P [COSTS] < ids
     python3 scripts/gpu_test_pieces.py costs OUT > costs.txt
 
 ``split``: each test function's parametrisations stay together (they share kernel
 specialisations, and compiling them is most of the GPU suite's time), cut into
-pieces. MODE ``functions``: pieces of at most ceil(tests / P), largest first, each
-to the shard with the fewest tests so far (OUT/shard_<s>.ids). MODE ``queue``:
-pieces of at most ceil(tests / 3P) written as OUT/piece_<j>.ids, which the workers
-take in order; with COSTS (a file of ``function seconds-per-test`` lines, as
+pieces of at most ceil(tests / 3P) written as OUT/piece_<j>.ids, which P workers
+take in order. With COSTS (a file of ``function seconds-per-test`` lines, as
 ``costs`` writes them) a piece also holds at most a 3P-th of the estimated total
 time, and the pieces go in order of estimated time, longest first, so that a long
 piece does not start late and outlast the deadline. Functions COSTS does not name
 are taken at the median cost.
 
-``costs``: from a queue run's OUT/piece_<j>.ids, .log and .rc, each function's
-seconds per test (pieces that ran to the end only, one function per piece), for
-the next run's COSTS.
+``costs``: from a run's OUT/piece_<j>.ids, .log and .rc, each function's seconds
+per test (pieces that ran to the end only, one function per piece), for the next
+run's COSTS.
 """
 
 from __future__ import annotations
@@ -43,32 +41,23 @@ def read_costs(path: str | None) -> dict[str, float]:
     return costs
 
 
-def split(out: Path, p: int, mode: str, ids: list[str], costs: dict[str, float]) -> None:
-    queue = mode == "queue"
+def split(out: Path, p: int, ids: list[str], costs: dict[str, float]) -> None:
     funcs: dict[str, list[str]] = {}
     for i in ids:
         funcs.setdefault(function(i), []).append(i)
     default = statistics.median(costs.values()) if costs else 1.0
     per = {f: costs.get(f, default) for f in funcs}
-    cap = -(-len(ids) // (3 * p if queue else p))
+    cap = -(-len(ids) // (3 * p))
     budget = sum(per[f] * len(t) for f, t in funcs.items()) / (3 * p)
     pieces = []
     for f, tests in funcs.items():
         size = cap
-        if queue and costs:  # no piece longer than a 3P-th of the estimated total
+        if costs:  # no piece longer than a 3P-th of the estimated total
             size = max(1, min(cap, math.ceil(budget / per[f])))
         pieces += [tests[j : j + size] for j in range(0, len(tests), size)]
-    if queue:
-        pieces.sort(key=lambda pc: (per[function(pc[0])] * len(pc), len(pc)), reverse=True)
-        for j, piece in enumerate(pieces):
-            (out / f"piece_{j:04d}.ids").write_text("".join(t + "\n" for t in piece))
-        return
-    pieces.sort(key=len, reverse=True)
-    shards: list[list[str]] = [[] for _ in range(p)]
-    for piece in pieces:
-        min(shards, key=len).extend(piece)
-    for s, mine in enumerate(shards):
-        (out / f"shard_{s}.ids").write_text("".join(t + "\n" for t in mine))
+    pieces.sort(key=lambda pc: (per[function(pc[0])] * len(pc), len(pc)), reverse=True)
+    for j, piece in enumerate(pieces):
+        (out / f"piece_{j:04d}.ids").write_text("".join(t + "\n" for t in piece))
 
 
 def costs_of_run(out: Path) -> dict[str, float]:
@@ -92,9 +81,8 @@ def costs_of_run(out: Path) -> dict[str, float]:
 def main() -> None:
     what, out = sys.argv[1], Path(sys.argv[2])
     if what == "split":
-        p, mode = int(sys.argv[3]), sys.argv[4]
-        costs = read_costs(sys.argv[5] if len(sys.argv) > 5 else None)
-        split(out, p, mode, sys.stdin.read().splitlines(), costs)
+        costs = read_costs(sys.argv[4] if len(sys.argv) > 4 else None)
+        split(out, int(sys.argv[3]), sys.stdin.read().splitlines(), costs)
     elif what == "costs":
         print("# seconds per test of each GPU test function (scripts/gpu_test_pieces.py costs)")
         for f, c in sorted(costs_of_run(out).items(), key=lambda fc: -fc[1]):

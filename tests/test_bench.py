@@ -62,6 +62,51 @@ def test_cpu_case_list_is_small():
         assert sum(c.batch * c.n for c in cases) <= 64 * 2**20
 
 
+def test_scenario_names_and_fixed_shape_scenarios():
+    assert bench.scenario_list("all") == ["indexer", "sampler"]
+    assert bench.scenario_list("kernel, all,kernel") == ["kernel", "indexer", "sampler"]
+    with pytest.raises(ValueError, match="scenario must be 'all' or among"):
+        bench.scenario_list("indexer,decoder")
+    with pytest.raises(ValueError, match="at least one"):
+        bench.scenario_list(",")
+    kernel = bench.case_list("kernel")
+    assert [(c.dtype_name, c.batch, c.n, c.k, c.order) for c in kernel] == list(bench.KERNEL_CASES)
+    assert len(bench.case_list("kernel", quick=True)) == 5
+    short = bench.case_list("short")
+    assert [(c.batch, c.n) for c in short][:2] == [(1, 1 << 20), (6, 1 << 20)]
+    assert {c.scenario for c in bench.case_list("short,read")} == {"short", "read"}
+    # overrides replace their field in every fixed shape; the reads take no k
+    one = bench.case_list("kernel,read", batches=[3], ns=[2048], ks=[16])
+    assert {(c.scenario, c.batch, c.n, c.k) for c in one} == {
+        ("kernel", 3, 2048, 16),
+        ("read", 3, 2048, 1),
+    }
+    assert {c.dtype for c in one} == {torch.bfloat16, torch.float32}
+    for name in ("kernel", "short", "read"):  # the CPU's lists stay small
+        cases = bench.case_list(name, device="cpu")
+        assert cases and all(c.batch * c.n <= 32 << 20 for c in cases)
+
+
+def test_run_read_case_times_every_plain_read():
+    case = bench.Case("read", torch.bfloat16, 2, 4096, 1, "none")
+    config = bench.BenchConfig(device="cpu", repeats=2, warmup=1, cold_factor=0)
+    row = bench.run_read_case(case, "normal", config)
+    assert row["status"] == "ok" and row["bytes"] == 2 * 4096 * 2
+    timed = [m for m in bench.READ_METHODS if f"{m}_us" in row]
+    assert timed == ["amax", "amax-bits", "sum", "copy"]  # no Triton read on the CPU
+    assert row["read_us"] == min(row[f"{m}_us"] for m in timed if m != "copy")
+    # the copy's bandwidth counts its writes too
+    assert row["copy_tbps"] == pytest.approx(bench.tbps(2 * row["bytes"], row["copy_us"] / 1e6))
+    small = bench.BenchConfig(device="cpu", max_bytes=1000)
+    assert bench.run_read_case(case, "normal", small)["status"].startswith("skipped")
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(bench.render_read_table([row], unit="GB/s"))
+    text = console.export_text()
+    assert "fastest read" in text and "copy GB/s" in text and "triton" not in text
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
@@ -508,7 +553,18 @@ def test_table_units_marks_and_notes():
 # ------------------------------------------------------------------------ CLI
 
 
-def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys):
+@pytest.fixture
+def small_cache(monkeypatch):
+    """A 1 MiB cache for the command's runs: the input copies that defeat it stay a few
+    MiB, where this machine's last-level cache (480 MiB on some CI hosts) would have
+    each case draw and rotate gigabytes; the rotation itself is tested above."""
+    from deepselect.bench import cli, run
+
+    for module in (cli, run):
+        monkeypatch.setattr(module, "cache_bytes", lambda device: 1 << 20)
+
+
+def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys, small_cache):
     csv_path = tmp_path / "bench.csv"
     rc = cli_main(
         [
@@ -544,12 +600,29 @@ def test_cli_smoke_custom_shape_on_cpu(tmp_path, capsys):
     assert len(pngs) == 4
 
 
+def test_cli_read_scenario_on_cpu(tmp_path, capsys, small_cache):
+    csv_path = tmp_path / "read.csv"
+    argv = ["bench", "--device", "cpu", "--scenario", "read", "--batch", "2", "--n", "4K",
+            "--repeats", "1", "--csv", str(csv_path)]  # fmt: skip
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "plain reads" in out and "torch.topk" not in out  # no top-k table
+    with csv_path.open() as f:
+        got = list(csv.DictReader(f))
+    assert [(r["scenario"], r["dtype"], r["n"]) for r in got] == [
+        ("read", "bf16", "4096"),
+        ("read", "fp32", "4096"),
+    ]
+    assert all(float(r["sum_us"]) > 0 and float(r["copy_tbps"]) > 0 for r in got)
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [
         (["--device", "cpu", "--graph"], "--graph needs"),
         (["--device", "cpu", "--dist", "bogus"], "--dist must be"),
         (["--device", "cpu", "--repeats", "0"], "--repeats must be"),
+        (["--device", "cpu", "--scenario", "decoder"], "--scenario must be"),
     ],
 )
 def test_cli_rejects_bad_options(argv, match, capsys):
@@ -607,14 +680,14 @@ def test_cli_names_the_extra_of_a_missing_dependency(monkeypatch, capsys):
     def needs_rich(args):
         raise ModuleNotFoundError("No module named 'rich'", name="rich")
 
-    monkeypatch.setattr(bench, "main", needs_rich)
+    monkeypatch.setattr(bench.cli, "main", needs_rich)
     assert cli_main(["bench", "--device", "cpu"]) == 2
     assert "pip install 'deepselect[bench]'" in capsys.readouterr().err
 
     def needs_other(args):
         raise ModuleNotFoundError("No module named 'nope'", name="nope")
 
-    monkeypatch.setattr(bench, "main", needs_other)
+    monkeypatch.setattr(bench.cli, "main", needs_other)
     with pytest.raises(ModuleNotFoundError):  # not an extra of ours: raised as it is
         cli_main(["bench", "--device", "cpu"])
 

@@ -78,6 +78,7 @@ def test_stream_kernel_chunked_searches_build_without_spills(loop):
         assert spills(line) == 0, line
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_stream_kernel_builds_with_k_one():
     """k = 1 reaches the streaming kernel as a compile-time constant (Triton specializes
     an integer argument equal to 1): bf16 64 x 65,536, the block-synchronous loop with
@@ -95,6 +96,7 @@ def test_short_path_builds():
     assert len(lines) == 1
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_split_in_one_launch_builds():
     """The split with its merges in its one launch: the segments and both merge levels
     of 1 x 1M, with the counters' atomics, build as one kernel."""
@@ -102,6 +104,7 @@ def test_split_in_one_launch_builds():
     assert len(lines) == 1 and "in-launch" in lines[0], lines
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_short_path_builds_with_k_one():
     """k = 1 reaches the kernels as a compile-time constant (Triton specializes an
     integer argument equal to 1): the split in one launch and every level of the split
@@ -114,6 +117,7 @@ def test_short_path_builds_with_k_one():
     assert len(lines) == 2 and "in-launch" not in lines[0], lines
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_radix_passes_build_in_one_launch_and_by_phase():
     """The radix passes: all phases in one cooperative launch (its row barriers' spin
     loops), with the page map, without spills; one launch per phase (where a device
@@ -126,6 +130,7 @@ def test_radix_passes_build_in_one_launch_and_by_phase():
     assert len(lines) == 5 and all("by-phase" in line for line in lines), lines
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_smem_histograms_have_their_shared_memory():
     """The shared-memory histograms' bins are the first words of the kernel's shared
     memory: every launch that takes one (the short rows' radix select of 6-bit digits,
@@ -153,6 +158,7 @@ def test_smem_histograms_have_their_shared_memory():
     assert "smem_hist=0" in line, line
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_short_launches_read_their_input_in_vectors():
     """The short rows' select, the split and the radix passes read each thread's run
     of contiguous input with 16-byte loads (as a launch on contiguous rows specializes
@@ -169,6 +175,7 @@ def test_short_launches_read_their_input_in_vectors():
         assert vec >= loads, (args, line)
 
 
+@pytest.mark.slow  # builds for sm_90 through ptxas: 30-80 s on 2 cores
 def test_crowded_stream_launch_builds_at_its_cap():
     """The crowded fp32 launches as run_triton takes them on an H200 (stream_config:
     three programs per SM), sorted, assemble within their 80-register cap: rows

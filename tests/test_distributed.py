@@ -252,7 +252,10 @@ def _free_init(tmp_path) -> str:
     return f"file://{tmp_path / 'rendezvous'}"
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize(
+    "world",
+    [2, pytest.param(4, marks=pytest.mark.slow)],  # 4 processes on 2 cores: ~100 s
+)
 def test_sharded_equals_unsharded(world, tmp_path):
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()

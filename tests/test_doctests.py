@@ -10,7 +10,12 @@ import pytest
 
 import deepselect
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(deepselect.__path__) if m.name != "__main__")
+# every module, those of subpackages (deepselect.bench.timing, ...) included
+MODULES = sorted(
+    m.name.removeprefix("deepselect.")
+    for m in pkgutil.walk_packages(deepselect.__path__, "deepselect.")
+    if not m.name.endswith("__main__")
+)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -458,7 +458,7 @@ def test_page_map_fused_in_the_kernels(page_size, path):
     r2b = torch.tensor([2, 0, 1, 1, 2])
     config = None
     if path == "stream":  # a small block and buffer: several blocks and compactions
-        config = LaunchConfig(B=64, CAP=256, B2=256 - k - 64, KP=32, CH=64, NP=4)
+        config = LaunchConfig(B=64, CAP=256, B2=256 - k - 64, KP=32)
     for order in ("none", "value", "index"):
         for row_to_batch in (None, r2b):
             pt = table if row_to_batch is not None else table[r2b]

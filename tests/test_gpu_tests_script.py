@@ -1,5 +1,5 @@
-"""scripts/gpu_tests.sh deals the tests to its parallel shards (checked without running
-them: ``GPU_TESTS_DRY=1``)."""
+"""scripts/gpu_run.sh cuts the GPU tests into a queue of pieces and runs them in parallel
+workers (checked here on the CPU over test_keys.py's tests, the benchmark left out)."""
 
 from __future__ import annotations
 
@@ -19,63 +19,33 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def split(tmp_path: Path, mode: str, shards: int) -> tuple[list[str], list[list[str]]]:
-    """The collected ids and each shard's ids for the tests of test_keys.py."""
-    run_script(tmp_path, mode, shards, dry=True)
-    ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
-    parts = [(tmp_path / f"shard_{s}.ids").read_text().splitlines() for s in range(shards)]
-    return ids, parts
-
-
-@pytest.mark.parametrize("mode", ["tests", "functions"])
-def test_every_test_in_exactly_one_shard_and_shards_balanced(tmp_path, mode):
-    ids, parts = split(tmp_path, mode, 4)
-    assert len(ids) > 8
-    dealt = [t for p in parts for t in p]
-    assert sorted(dealt) == sorted(ids)
-    cap = -(-len(ids) // 4)
-    # round-robin: within one; functions: pieces of at most cap, largest first
-    assert max(map(len, parts)) <= (cap if mode == "tests" else 2 * cap)
-    assert min(map(len, parts)) >= 1
-
-
-def test_functions_mode_keeps_a_small_function_in_one_shard(tmp_path):
-    ids, parts = split(tmp_path, "functions", 4)
-    cap = -(-len(ids) // 4)
-    funcs: dict[str, list[str]] = {}
-    for t in ids:
-        funcs.setdefault(t.split("[")[0], []).append(t)
-    for name, tests in funcs.items():
-        if len(tests) <= cap:
-            holders = [s for s, p in enumerate(parts) if any(t in p for t in tests)]
-            assert len(holders) == 1, (name, holders)
-
-
 def run_script(
-    tmp_path: Path, mode: str, shards: int, dry: bool, k: str = "", seconds: int = 250,
-    status: int = 0,
+    tmp_path: Path, workers: int, dry: bool, k: str = "", seconds: int = 250, status: int = 0,
+    target: str = "tests/test_keys.py",
 ) -> str:  # fmt: skip
-    """gpu_tests.sh over test_keys.py's tests (``k``: a -k expression; ``seconds`` its
-    GPU_TESTS_TIMEOUT), which must exit with ``status``; its output."""
-    env = dict(os.environ, OUT=str(tmp_path), GPU_TESTS_DRY="1" if dry else "0")
-    env.update(GPU_TESTS_MARK="", GPU_TESTS_SHARDS=str(shards), GPU_TESTS_SPLIT=mode)
-    env.update(GPU_TESTS_K=k, GPU_TESTS_TIMEOUT=str(seconds))
+    """gpu_run.sh over ``target``'s tests, every marker (``k``: a -k expression;
+    ``seconds`` its TESTS_TIMEOUT), which must exit with ``status``; its output."""
+    env = dict(os.environ, OUT=str(tmp_path), TESTS_DRY="1" if dry else "0", BENCH="0")
+    env.update(TESTS_MARK="", WORKERS=str(workers), TESTS_K=k, TESTS_TIMEOUT=str(seconds))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     r = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu_tests.sh"), "tests/test_keys.py"],
+        ["bash", str(ROOT / "scripts" / "gpu_run.sh"), target],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == status, r.stdout + r.stderr
     return r.stdout
 
 
-def test_queue_mode_cuts_functions_into_pieces_largest_first(tmp_path):
-    """GPU_TESTS_SPLIT=queue: every test in exactly one piece of at most ceil(tests /
-    3P), a function that fits kept in one piece, the pieces numbered largest first."""
-    run_script(tmp_path, "queue", 4, dry=True)
-    ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
-    files = sorted(tmp_path.glob("piece_*.ids"))
-    pieces = [f.read_text().splitlines() for f in files]
+def collected(tmp_path: Path) -> list[str]:
+    return [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
+
+
+def test_functions_cut_into_pieces_largest_first(tmp_path):
+    """Every test in exactly one piece of at most ceil(tests / 3P), a function that
+    fits kept in one piece, the pieces numbered largest first."""
+    run_script(tmp_path, 4, dry=True)
+    ids = collected(tmp_path)
+    pieces = [f.read_text().splitlines() for f in sorted(tmp_path.glob("piece_*.ids"))]
     assert sorted(t for p in pieces for t in p) == sorted(ids)
     cap = -(-len(ids) // 12)
     assert max(map(len, pieces)) <= cap and len(pieces) > 4
@@ -88,30 +58,55 @@ def test_queue_mode_cuts_functions_into_pieces_largest_first(tmp_path):
             assert sum(any(t in p for t in tests) for p in pieces) == 1, name
 
 
-def test_queue_mode_runs_every_piece_once(tmp_path):
-    """The workers of queue mode take every piece once and report each test."""
-    out = run_script(tmp_path, "queue", 2, dry=False, k="round_trip or bad_dtype")
-    ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
-    taken = [t for f in tmp_path.glob("shard_*.ids") for t in f.read_text().splitlines()]
+def test_workers_run_every_piece_once(tmp_path):
+    """The workers take every piece once and report each test; the tally is printed."""
+    out = run_script(tmp_path, 2, dry=False, k="round_trip or bad_dtype")
+    ids = collected(tmp_path)
+    taken = [t for f in tmp_path.glob("worker_*.ids") for t in f.read_text().splitlines()]
     assert sorted(taken) == sorted(ids) and len(ids) >= 2
     assert f"total: {len(ids)} tests  {len(ids)} passed  0 failed  0 errors" in out, out
     assert out.rstrip().endswith("PASS"), out
     assert (tmp_path / "unfinished.ids").read_text() == ""
+    assert (tmp_path / "test_costs.txt").read_text().startswith("# seconds per test")
 
 
-def test_queue_mode_lists_the_tests_the_time_ran_out_on(tmp_path):
-    """A queue run whose time runs out fails, and names the tests of the pieces cut
-    or never started in unfinished.ids, for a run of their own (no time at all: no
-    piece starts, whatever the machine's speed)."""
-    out = run_script(tmp_path, "queue", 1, dry=False, k="round_trip or bad_dtype", seconds=0,
-                     status=1)  # fmt: skip
-    ids = [ln for ln in (tmp_path / "collect.txt").read_text().splitlines() if "::" in ln]
+def test_the_tests_the_time_ran_out_on_are_listed(tmp_path):
+    """A run whose time runs out fails, and names the tests of the pieces cut or never
+    started in unfinished.ids (no time at all: no piece starts, whatever the
+    machine's speed); that file, given back, runs just those tests."""
+    out = run_script(tmp_path, 1, dry=False, k="round_trip or bad_dtype", seconds=0, status=1)
+    ids = collected(tmp_path)
     left = (tmp_path / "unfinished.ids").read_text().splitlines()
     assert len(ids) >= 2 and sorted(left) == sorted(ids), (left, ids)
     assert f"{len(ids)} tests not finished in time" in out, out
+    again = tmp_path / "again"
+    shutil.copy(tmp_path / "unfinished.ids", tmp_path / "left.ids")
+    run_script(again, 1, dry=True, target=str(tmp_path / "left.ids"))
+    assert sorted(collected(again)) == sorted(ids)
 
 
-def test_queue_mode_orders_pieces_by_their_cost(tmp_path):
+def test_a_failing_test_fails_the_run(tmp_path):
+    """In a project of its own (the script, two tests, one failing), the run fails and
+    names the failed test."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "tests").mkdir()
+    for name in ("gpu_run.sh", "gpu_test_pieces.py", "gpu_test_costs.txt"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    (tmp_path / "tests" / "test_fails.py").write_text(
+        "def test_ok():\n    pass\n\n\ndef test_fails():\n    assert 1 == 2\n"
+    )
+    env = dict(os.environ, OUT=str(tmp_path / "out"), BENCH="0", TESTS_MARK="", WORKERS="2")
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    r = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "gpu_run.sh")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "total: 2 tests  1 passed  1 failed  0 errors" in r.stdout, r.stdout
+    assert "FAILED tests/test_fails.py::test_fails" in r.stdout
+
+
+def test_pieces_ordered_by_their_cost(tmp_path):
     """With a costs file, the pieces go longest expected first, and a function whose
     tests cost much more than the others' is cut into pieces of at most a 3P-th of
     the expected total, one test at least."""
@@ -121,7 +116,7 @@ def test_queue_mode_orders_pieces_by_their_cost(tmp_path):
     costs.write_text("# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0\n")
     r = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "split", str(tmp_path),
-         "2", "queue", str(costs)],
+         "2", str(costs)],
         input="\n".join(ids) + "\n", capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -136,7 +131,7 @@ def test_queue_mode_orders_pieces_by_their_cost(tmp_path):
     assert max(len(p) for p in pieces if "dear" in p[0]) < 6  # cut: 120 s > budget
 
 
-def test_costs_of_a_queue_run(tmp_path):
+def test_costs_of_a_run(tmp_path):
     """``costs`` reads each finished piece's time off pytest's summary line, per test
     of its function; a piece cut by the deadline or failed counts for nothing."""
     pieces = {
@@ -156,3 +151,9 @@ def test_costs_of_a_queue_run(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
     assert rows == [["a.py::f", "4.00"]]
+
+
+def test_the_script_runs_no_deleted_program():
+    text = (ROOT / "scripts" / "gpu_run.sh").read_text()
+    for name in ("kernel_table", "short_table", "read_ceiling", "gpu_tests.sh"):
+        assert name not in text

@@ -4,7 +4,8 @@ representative subset of launches, each checked against the oracle).
 On a GPU, memcheck over every case and racecheck over the block-synchronous, short
 and split launches must report no error. The warp-private loop (``w32``) is left out
 of racecheck: its warps poll shared-memory flags that another warp sets without a
-barrier between them, by design (scripts/gpu_run.sh SANITIZE=1 reports it anyway).
+barrier between them, by design (``compute-sanitizer --tool racecheck python
+scripts/sanitize_cases.py --cases w32`` reports it).
 Without a GPU, the case list itself runs at a small scale under the interpreter.
 """
 
@@ -29,10 +30,14 @@ import sanitize_cases  # noqa: E402
 KERNELS = ["--kernel-name-exclude", "kns=native"]
 
 
-def test_every_case_agrees_with_the_oracle_at_a_small_scale():
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    for name, run in sanitize_cases.cases("all", dev=dev, scale=50):
-        assert run(), name
+SMALL = dict(sanitize_cases.cases("all", dev="cuda" if torch.cuda.is_available() else "cpu",
+                                   scale=50))  # fmt: skip
+
+
+@pytest.mark.slow  # under the interpreter: 80-160 s in all on 2 cores, 30 s the longest
+@pytest.mark.parametrize("name", list(SMALL))
+def test_every_case_agrees_with_the_oracle_at_a_small_scale(name):
+    assert SMALL[name]()
 
 
 @pytest.mark.gpu
