@@ -17,7 +17,7 @@ Three figures, one run:
   ``torch.sort`` for per-row k; softmax + ``torch.multinomial``).
 * **Indexer step**: the plain-torch lightning indexer's scores (64 heads, d = 128,
   bf16) and ``indexer_topk`` on them (k = 2048), timed apart
-  (``lightning_indexer.benchmark_indexer_split``): how a step splits between scoring
+  (``bench.indexer.benchmark_indexer_split``): how a step splits between scoring
   and selecting, beside an unfused scorer.
 
 Every row of a score matrix is valid to its full length, so ``select`` and the indexer
@@ -50,13 +50,13 @@ import torch
 
 from deepselect import bench
 from deepselect.api import topk_rows
+from deepselect.bench.indexer import benchmark_indexer_split
 from deepselect.engine import (
     indexer_topk,
     top_k_mask_logits,
     top_k_renorm_probs,
     top_k_sampling_from_logits,
 )
-from deepselect.lightning_indexer import benchmark_indexer_split
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 K8, K128, M1 = 1 << 13, 1 << 17, 1 << 20
@@ -303,7 +303,7 @@ def bench_indexer(timer: Timer, phase, rows, n, k, dname, fi) -> list[dict]:
 
 def bench_step(timer: Timer, rows: int, n: int) -> list[dict]:
     """The indexer step split into scoring and selection
-    (:func:`deepselect.lightning_indexer.benchmark_indexer_split`)."""
+    (:func:`deepselect.bench.indexer.benchmark_indexer_split`)."""
     r = benchmark_indexer_split(
         rows, STEP_HEADS, STEP_D, n, min(STEP_K, n), device=timer.device,
         repeats=timer.args.repeats,

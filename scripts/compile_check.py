@@ -28,13 +28,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from deepselect import triton_short
+from deepselect.ops.triton.launch import _fill_bits
 from deepselect.ops.triton.stream import deepselect_rows_kernel
 from deepselect.ops.triton.sync import SMEM_HIST_MARK
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
     NUM_WARPS,
     LaunchConfig,
-    _fill_bits,
     check_variant,
     kernel_constants,
     launch_config,

@@ -63,7 +63,7 @@ ROWS_SIG = dict(
 
 def _defaults(dtype) -> dict:
     """Integer arguments a call with default options passes (compile_check.call_defaults)."""
-    from deepselect.triton_backend import _fill_bits
+    from deepselect.ops.triton.launch import _fill_bits
 
     fill = _fill_bits(TopkOptions().resolved_fill_value(dtype), dtype)
     return dict(off_scalar=0, fill_index=-1, fill_bits=fill, page_stride=0, max_pages=0, n_batch=0)

@@ -14,11 +14,11 @@ import torch
 
 import deepselect
 from deepselect import bench, distributions, runinfo, topk_rows
+from deepselect.bench.plotting import plot_results
 from deepselect.cli import build_parser
 from deepselect.cli import main as cli_main
 from deepselect.options import Order, TopkOptions
 from deepselect.oracle import oracle_topk
-from deepselect.plotting import plot_results
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from helpers import bits
 
+from deepselect.bench.indexer import benchmark_indexer_split
 from deepselect.distributions import KINDS, make
 from deepselect.engine import (
     counter_uniform,
@@ -20,11 +21,7 @@ from deepselect.engine import (
     top_k_renorm_probs,
     top_k_sampling_from_logits,
 )
-from deepselect.lightning_indexer import (
-    benchmark_indexer_split,
-    lightning_indexer_scores,
-    lightning_indexer_topk,
-)
+from deepselect.lightning_indexer import lightning_indexer_scores, lightning_indexer_topk
 from deepselect.options import TopkOptions
 
 # Chi-square critical value for 3 degrees of freedom at significance 0.001 (standard
@@ -445,7 +442,8 @@ def test_page_map_fused_in_the_kernels(page_size, path):
     """The Triton kernels write physical slots themselves (the path CUDA tensors take):
     bit-identical to the indexer's plain-torch mapping, on both kernels, every order,
     with and without row_to_batch, fills (-1) included."""
-    from deepselect.triton_backend import LaunchConfig, PageMap, run_triton
+    from deepselect.ops.triton.launch import PageMap
+    from deepselect.triton_backend import LaunchConfig, run_triton
 
     rows, max_len, k = 5, 300, 24
     x = make("distinct32", rows, max_len, torch.float32, "cpu", seed=page_size)
@@ -524,7 +522,8 @@ def test_bad_page_ids_on_a_device_are_marked_not_wrapped(page_size):
     mapping: a real position on a negative page id, or on one whose slot is past int32,
     becomes -2**31 + p % page_size: never the fill -1, never a real slot."""
     from deepselect.engine import _guarded_table
-    from deepselect.triton_backend import PageMap, run_triton
+    from deepselect.ops.triton.launch import PageMap
+    from deepselect.triton_backend import run_triton
 
     rows, max_len, k = 2, 64, 64  # k = the whole row: every page is read
     x = make("distinct32", rows, max_len, torch.float32, "cpu", seed=3)

@@ -27,12 +27,12 @@ from deepselect.ops.triton.common import (
     _next_block,
 )
 from deepselect.ops.triton.compact import _sample_cols
+from deepselect.ops.triton.launch import CROWDED_PER_SM, _next_pow2
 from deepselect.options import Order
 from deepselect.reference import block_at, block_stride, sample_rank
 from deepselect.triton_backend import (
     CHUNK_EVERY,
     CROWDED_MAX_K,
-    CROWDED_PER_SM,
     RING_MAX,
     RING_STAGES,
     SAMPLE_HELD,
@@ -43,7 +43,6 @@ from deepselect.triton_backend import (
     W32_MID_MAX_K16,
     W32_MID_MAX_K32,
     LaunchConfig,
-    _next_pow2,
     check_variant,
     kernel_constants,
     launch_config,

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from deepselect import TopkOptions, oracle_topk, triton_short
 from deepselect.distributions import KINDS, make
+from deepselect.ops.triton.launch import _RAW
 from deepselect.options import Order
-from deepselect.triton_backend import _RAW
 from deepselect.triton_short import (
     CROWDED,
     MAX_IN_LAUNCH,
@@ -810,7 +810,7 @@ def test_radix_passes_write(sm, tiles):
     its run of slots written out at once, indices mapped, values read): bit for bit
     the levels; windows (a part, fewer valid than k, an empty one), fills, per-row
     offsets, int64 indices, no values, smallest first, and a page map."""
-    from deepselect.triton_backend import PageMap
+    from deepselect.ops.triton.launch import PageMap
 
     x = make("distinct32", 3, 900, torch.bfloat16, DEV, seed=5)
     plan = gpu_plan(x, 12, TopkOptions(), sm, SPLIT)
@@ -923,7 +923,7 @@ def test_radix_passes_windows_offsets_fills():
 def test_radix_passes_write_physical_slots():
     """With a page map the passes' write launch maps every position to its cache
     slot (and leaves fills as fills): bit for bit the levels' paged output."""
-    from deepselect.triton_backend import PageMap
+    from deepselect.ops.triton.launch import PageMap
 
     x = make("distinct32", 3, 700, torch.float32, DEV, seed=2)
     g = torch.Generator().manual_seed(2)

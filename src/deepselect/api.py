@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ._log import log_launch
 from .keys import SUPPORTED_DTYPES
 from .options import Order, TopkOptions
+from .oracle import run_oracle
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _CPU_DTYPES = SUPPORTED_DTYPES + (torch.float64,)
@@ -397,16 +397,6 @@ def _eager_topk_rows(*args, **kw):
 _eager_topk_rows = torch.compiler.disable(_eager_topk_rows)
 
 
-def _run_oracle(x, k, opt, out_values, out_indices) -> None:
-    from .oracle import oracle_topk
-
-    log_launch("oracle", x.dtype, x.shape, k, opt.order)
-    v, i = oracle_topk(x, k, opt)
-    out_indices.copy_(i)
-    if out_values is not None:
-        out_values.copy_(v)
-
-
 def _load_triton():
     from .triton_backend import run_triton
 
@@ -417,7 +407,7 @@ def _load_cpu():
     try:
         from .cpu_backend import run_cpu
     except ImportError:  # numba missing: stay correct, if slow
-        return _run_oracle
+        return run_oracle
     return run_cpu
 
 
@@ -431,7 +421,7 @@ def _load_reference():
 _BACKENDS = {
     "triton": _load_triton,
     "cpu": _load_cpu,
-    "oracle": lambda: _run_oracle,
+    "oracle": lambda: run_oracle,
     "reference": _load_reference,
 }
 

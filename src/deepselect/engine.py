@@ -226,7 +226,8 @@ def indexer_topk(
 
     if _fused_pages(scores, k, out):
         # the page map is applied in the kernels' output write: no extra passes
-        from .triton_backend import PageMap, run_triton
+        from .ops.triton.launch import PageMap
+        from .triton_backend import run_triton
 
         res = out if out is not None else torch.empty((rows, k), dtype=torch.int32, device=dev)
         table = _guarded_table(page_table, page_size)

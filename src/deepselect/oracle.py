@@ -74,3 +74,15 @@ def oracle_topk(
         values = torch.cat([values.view(ibits), pad_bits], dim=1).view(x.dtype)
         out_idx = torch.cat([out_idx, out_idx.new_full((rows, pad), opt.fill_index)], dim=1)
     return values, out_idx.to(opt.index_dtype)
+
+
+def run_oracle(x, k, opt, out_values, out_indices) -> None:
+    """The exact top-k by the oracle, written into the given buffers (the path for k
+    above the kernels' limit and for the ``"oracle"`` backend)."""
+    from ._log import log_launch
+
+    log_launch("oracle", x.dtype, x.shape, k, opt.order)
+    v, i = oracle_topk(x, k, opt)
+    out_indices.copy_(i)
+    if out_values is not None:
+        out_values.copy_(v)

@@ -90,9 +90,7 @@ import triton.language as tl
 
 from .ops.triton.common import _best_first, _inf_bits, _out_index, _raw_key, _store_index, _window
 from .ops.triton.compact import _radix_select
-from .ops.triton.sync import _histogram, _smem_bins_add, _smem_bins_read, _smem_bins_zero
-from .options import Order, TopkOptions
-from .triton_backend import (
+from .ops.triton.launch import (
     _ORDER_CODE,
     _RAW,
     CROWDED_PER_SM,
@@ -104,6 +102,8 @@ from .triton_backend import (
     page_arguments,
     row_arguments,
 )
+from .ops.triton.sync import _histogram, _smem_bins_add, _smem_bins_read, _smem_bins_zero
+from .options import Order, TopkOptions
 
 
 def _can_launch_cooperatively() -> bool:
@@ -1412,7 +1412,7 @@ def run_short(
         out_values: ``[rows, k]`` of ``x.dtype`` or None; out_indices: ``[rows, k]``
             of ``opt.index_dtype``; any strides.
         plan: from :func:`short_path` for this shape.
-        page: optional :class:`~deepselect.triton_backend.PageMap`: indices written as
+        page: optional :class:`~deepselect.ops.triton.launch.PageMap`: indices written as
             physical slots of a paged cache (final level only).
 
     >>> x = torch.randn(2, 300, device="cuda")  # doctest: +SKIP

@@ -282,7 +282,7 @@ def main(args: argparse.Namespace) -> int:
         columns = extra_names + [m for m in READ_METHODS if any(f"{m}_us" in r for r in rows)]
         out.print(f"CSV: {write_csv(rows, args.csv, columns, info)}")
     if args.plot:
-        from ..plotting import plot_results
+        from .plotting import plot_results
 
         topk = [r for r in rows if r["scenario"] != "read"]
         for path in plot_results(topk, args.plot, extra_names):

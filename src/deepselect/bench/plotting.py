@@ -10,7 +10,7 @@ Rows are the dicts :func:`deepselect.bench.run_case` returns (or rows read back 
 the CSV): only the columns ``scenario, dist, dtype, batch, n, k, status,
 deepselect_tbps, torch_tbps, read_tbps`` and ``<lib>_tbps`` / ``<lib>_status`` are used.
 
->>> from deepselect.plotting import plot_results
+>>> from deepselect.bench.plotting import plot_results
 >>> plot_results([], "/tmp/none")
 []
 """
@@ -115,7 +115,7 @@ def plot_results(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .bench import bandwidth_unit
+    from .metrics import bandwidth_unit
 
     out_dir = Path(out_dir)
     rows = _usable(rows)

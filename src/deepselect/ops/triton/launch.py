@@ -1,0 +1,90 @@
+"""What every Triton launch passes, whatever the kernel: the raw integer view of the
+input, the output order's code, windows and index offsets, fill bits, page maps, and
+the register cap that fits a number of programs on an SM. Decided from shapes, dtypes
+and options only."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+from ...options import Order, TopkOptions
+
+_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
+
+
+_RAW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+def _next_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+CROWDED_PER_SM = 3
+"""Programs per SM of a crowded launch (:func:`stream_config`)."""
+
+
+def occupancy_cap(programs_per_sm: int) -> int:
+    """The register cap that fits ``programs_per_sm`` programs of 256 threads in an
+    SM's 64K registers (a multiple of 8, at most 255): 80 for three."""
+    return min((65536 // (256 * programs_per_sm)) // 8 * 8, 255)
+
+
+@dataclass(frozen=True)
+class PageMap:
+    """Indices written as physical slots of a paged cache (the engine's paged indexer):
+    position ``p`` of row ``r`` becomes ``table[b, p // page_size] * page_size +
+    p % page_size`` with ``b = row_to_batch[r]`` (or ``r``); fills stay fills.
+
+    table: int32 ``[batch, max_pages]`` with unit column stride; page_size: a power of
+    two; row_to_batch: ``[rows]`` integer tensor or None."""
+
+    table: torch.Tensor
+    page_size: int
+    row_to_batch: torch.Tensor | None = None
+
+
+def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tuple, dict]:
+    """The kernels' page-table arguments and compile-time flags for ``page``."""
+    if page is None:
+        return (placeholder, 0, 0, 0, placeholder), {}
+    t = page.table
+    if t.numel() == 0:  # no pages: every slot reads page 0 (as the plain mapping does)
+        t = torch.zeros((1, 1), dtype=torch.int32, device=t.device)
+    r2b = page.row_to_batch
+    return (
+        (t, t.stride(0), t.shape[1], t.shape[0], r2b if r2b is not None else placeholder),
+        dict(
+            PAGED=True,
+            PAGE_SHIFT=page.page_size.bit_length() - 1,
+            HAS_R2B=r2b is not None,
+        ),
+    )
+
+
+@cache
+def _fill_bits(value: float, dtype: torch.dtype) -> int:
+    """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view)."""
+    return int(torch.tensor(value, dtype=dtype).view(_RAW[dtype]).item())
+
+
+def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) -> tuple:
+    """The kernels' per-row window and index-offset arguments: ``(window, begin, end,
+    off_tensor, off_ptr, off_scalar)``; ``placeholder`` stands in for absent tensors.
+    ``window`` (the kernels' HAS_WINDOW) has bit 0 set when a begin tensor is given
+    and bit 1 when an end tensor is: an absent bound costs no tensor and no load."""
+    window = (opt.begin is not None) | (opt.end is not None) << 1
+    begin = opt.begin if opt.begin is not None else placeholder
+    end = opt.end if opt.end is not None else placeholder
+    off_tensor = isinstance(opt.index_offset, torch.Tensor)
+    off_ptr = opt.index_offset if off_tensor else placeholder
+    off_scalar = 0 if off_tensor or opt.index_offset is None else int(opt.index_offset)
+    return window, begin, end, off_tensor, off_ptr, off_scalar
+
+
+@cache  # Triton reads it once, when the kernels are defined; so do we (host time per call)
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
