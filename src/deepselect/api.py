@@ -394,7 +394,10 @@ def _eager_topk_rows(*args, **kw):
     return topk_rows(*args, **kw)
 
 
-_eager_topk_rows = torch.compiler.disable(_eager_topk_rows)
+# Run outside any graph being traced. torch._disable_dynamo is torch.compiler.disable
+# with the import of torch._dynamo (over a second, with Triton behind it) put off to the
+# first call, which only a trace makes: ``import deepselect`` stays cheap.
+_eager_topk_rows = torch._disable_dynamo(_eager_topk_rows)
 
 
 def _run_oracle(x, k, opt, out_values, out_indices) -> None:
