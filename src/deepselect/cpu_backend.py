@@ -31,10 +31,12 @@ Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 
 from __future__ import annotations
 
+import ctypes
 import os
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import torch
@@ -621,40 +623,44 @@ _REGIONS = {np.uint16: _region16, np.uint32: _region32, np.uint64: _region64}
 
 
 @cache
-def _region(T) -> int:
-    """Address of the compiled body of a parallel region for keys of type ``T``
-    (compiled on first use, cached on disk)."""
+def _region_fn(T):
+    """The compiled body of a parallel region for keys of type ``T`` (compiled on first
+    use, cached on disk): ``(address, ctypes function of the descriptor's address)``.
+    Called through ctypes, it lets go of the GIL."""
     sig = types.void(types.CPointer(types.int64))
-    return cfunc(sig, nopython=True, cache=True)(_REGIONS[T]).address
+    f = cfunc(sig, nopython=True, cache=True)(_REGIONS[T])
+    return f.address, ctypes.CFUNCTYPE(None, ctypes.c_void_p)(f.address)
 
 
-def _run_stage(stage: int, count: int, T, S, scalars, arrays) -> None:
-    """Run ``stage`` over ``count`` tasks on up to ``threads()`` workers.
-    ``scalars``: es, nseg, k, seed, order, has_values, fill bits, fill index;
-    ``arrays``: the kernels' arrays (1-D or C-contiguous 2-D), kept alive by the caller."""
+def _region(T) -> int:
+    """Address of the compiled body of a parallel region for keys of type ``T``."""
+    return _region_fn(T)[0]
+
+
+def _run_stage(stage: int, count: int, T, desc: np.ndarray, workers: int) -> None:
+    """Run ``stage`` over ``count`` tasks of ``desc`` on up to ``workers`` threads."""
     global _POOL
-    workers = min(threads(), count)
-    assert len(arrays) == (_D_LEN - _D_ARRAYS) // 3
-    desc = np.zeros(_D_LEN, dtype=np.int64)
+    workers = min(workers, count)
+    desc[_D_NEXT] = 0
     # chunks of ~1/4 of a worker's share: balance without a counter round trip per task
-    desc[_D_COUNT : _D_STAGE + 1] = [count, max(1, count // (4 * workers)), stage]
-    # as int64 bit patterns (a 64-bit fill value may exceed the signed range)
-    desc[_D_ES : _D_FILLI + 1] = [(int(v) + 2**63) % 2**64 - 2**63 for v in scalars]
-    for j, a in enumerate(arrays):
-        assert a.flags.c_contiguous
-        shape = a.shape if a.ndim == 2 else (1, a.shape[0])
-        desc[_D_ARRAYS + 3 * j : _D_ARRAYS + 3 * j + 3] = [a.ctypes.data, *shape]
-    gomp = cpu_omp.runtime() if workers > 1 else None
-    if gomp is not None:  # on torch's OpenMP threads (ctypes lets go of the GIL)
-        gomp(_region(T), desc.ctypes.data, workers, 0)
+    desc[_D_COUNT : _D_STAGE + 1] = (count, max(1, count // (4 * workers)), stage)
+    address, body = _region_fn(T)
+    if workers == 1:  # the region's body on this thread: no region, no pool
+        body(desc.ctypes.data)
         return
-    # the kernels release the GIL (nogil=True): plain threads run them in parallel
-    if workers > 1 and (_POOL is None or _POOL._max_workers < workers - 1):
+    gomp = cpu_omp.runtime()
+    if gomp is not None:  # on torch's OpenMP threads (ctypes lets go of the GIL)
+        gomp(address, desc.ctypes.data, workers, 0)
+        return
+    if _POOL is None or _POOL._max_workers < workers - 1:
         _POOL = ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="deepselect")
-    futures = [_POOL.submit(_run_tasks, desc, T, S) for _ in range(workers - 1)]
-    _run_tasks(desc, T, S)
+    futures = [_POOL.submit(body, desc.ctypes.data) for _ in range(workers - 1)]
+    body(desc.ctypes.data)
     for f in futures:
-        f.result()
+        # a worker that has not started (its core busy elsewhere) finds nothing left
+        # to take: drop it rather than wait for a core
+        if not f.cancel():
+            f.result()
 
 
 # ---------------------------------------------------------------------------
@@ -671,6 +677,12 @@ _LAYOUT = {
 
 
 _SIGNED = {np.uint16: np.int16, np.uint32: np.int32, np.uint64: np.int64}
+_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
+
+SMALL_WORK = 1 << 16
+"""Calls of at most this many elements in all run on the calling thread alone: a
+parallel region's start and end cost more than such a call's whole selection (and
+on busy cores far more)."""
 
 
 def threads() -> int:
@@ -684,6 +696,85 @@ def _segments(rows: int, n: int, k: int, cfg: CpuConfig) -> int:
     if rows >= nthreads or n < 2 * max(cfg.min_segment, 4 * k):
         return 1
     return max(1, min(nthreads // max(rows, 1), n // max(cfg.min_segment, 4 * k)))
+
+
+@cache
+def _fill_bits(packed: bytes, dtype: torch.dtype) -> int:
+    """The unsigned bit pattern of a fill value (``packed``: its 8 bytes as a double,
+    so that -0.0 and 0.0, and every NaN, are keys of their own) in ``dtype``."""
+    signed, _, bits, _ = _LAYOUT[dtype]
+    value = struct.unpack("<d", packed)[0]
+    return int(torch.tensor(value, dtype=dtype).view(signed).item()) & ((1 << bits) - 1)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A call shape's descriptor (:func:`_run_tasks`) with everything but the call's
+    own arrays filled in, and the constant arrays it points to (kept alive here;
+    the kernels only read them)."""
+
+    T: type
+    nseg: int
+    tasks: int
+    workers: int
+    desc: tuple  # the descriptor's int64 entries
+    scratch: tuple  # byte offsets of candk, candi, candv, count in one buffer; its size
+    keep: tuple  # the arrays the descriptor points to
+
+
+def _slot(j: int) -> int:
+    return _D_ARRAYS + 3 * j
+
+
+@lru_cache(maxsize=256)
+def _plan(dtype, rows, n, s0, s1, k, largest, order, has_values, fill_bits, fill_index, offset,
+          nseg, nthreads, config) -> _Plan:  # fmt: skip
+    signed, T, bits, inf_bits = _LAYOUT[dtype]
+    group = config.group if config.group > 0 else max(1, 128 // (bits // 8))
+    top = (1 << bits) - 1
+    sign = 1 << (bits - 1)
+    ibits = max(8, -(-max(n - 1, 1).bit_length() // 8) * 8)
+    consts = np.array(
+        [sign, top >> 1, inf_bits, 0 if largest else top, top if largest else 0, bits, ibits],
+        dtype=T,
+    )
+    cfg = np.array(
+        [
+            config.block,
+            max(config.b2_min, k // 2),
+            # a short row's first window: a quarter of it (measured on 1 x 4096, k = 64:
+            # ~25% less time than the whole row as the window)
+            min(config.warmup, max(n // 4, 1)),
+            group,
+            group * max(1, config.wide),
+            max(1, config.spread),
+        ],
+        dtype=np.int64,
+    )
+    rowbase = np.arange(rows, dtype=np.int64) * s0
+    begin = np.zeros(rows, dtype=np.int64)
+    end = np.full(rows, n, dtype=np.int64)
+    offsets = np.full(rows, offset or 0, dtype=np.int64)
+    zero = np.zeros(1, dtype=T)  # the input of rows of length 0
+    es = 1 if n <= 1 else s1
+    kk = max(1, min(k, n))
+    tasks = rows * nseg
+    width = np.dtype(T).itemsize
+    parts, at = [], 0
+    for size in (tasks * kk * width, tasks * kk * 8, tasks * kk * width, tasks * 8):
+        parts.append(at)
+        at += -(-size // 64) * 64
+    desc = [0] * _D_LEN
+    scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
+    desc[_D_ES : _D_FILLI + 1] = [(int(v) + 2**63) % 2**64 - 2**63 for v in scalars]
+    for j, a in ((0, zero), (1, rowbase), (2, begin), (3, end), (4, consts), (5, cfg),
+                 (10, offsets)):  # fmt: skip
+        desc[_slot(j) : _slot(j) + 3] = [a.ctypes.data, 1, a.shape[0]]
+    for j, cols in ((6, kk), (7, kk), (8, kk), (9, tasks)):
+        desc[_slot(j) + 1 : _slot(j) + 3] = [tasks if j != 9 else 1, cols]
+    workers = 1 if rows * n <= SMALL_WORK else nthreads
+    return _Plan(T, nseg, tasks, workers, tuple(desc), (*parts, at),
+                 (zero, rowbase, begin, end, consts, cfg, offsets))  # fmt: skip
 
 
 def run_cpu(
@@ -718,85 +809,62 @@ def run_cpu(
     rows, n = x.shape
     if rows == 0:
         return
-    signed, utype, bits, inf_bits = _LAYOUT[x.dtype]
-    T = utype
-    S = _SIGNED[utype]
-    group = config.group if config.group > 0 else max(1, 128 // (bits // 8))
-    top = (1 << bits) - 1
-    sign = 1 << (bits - 1)
-    consts = np.array(
-        [
-            sign,
-            top >> 1,
-            inf_bits,
-            0 if opt.largest else top,
-            top if opt.largest else 0,
-            bits,
-            max(8, -(-max(n - 1, 1).bit_length() // 8) * 8),
-        ],
-        dtype=utype,
-    )
-    cfg = np.array(
-        [
-            config.block,
-            max(config.b2_min, k // 2),
-            config.warmup,
-            group,
-            group * max(1, config.wide),
-            max(1, config.spread),
-        ],
-        dtype=np.int64,
-    )
+    signed, T, bits, _ = _LAYOUT[x.dtype]
     nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
-
     xi = x.detach().view(signed)
     s0, s1 = xi.stride()
-    if n == 0:
-        data = np.zeros(1, dtype=utype)
-        es = 1
-    else:
-        span = (rows - 1) * s0 + (n - 1) * s1 + 1
-        data = xi.as_strided((span,), (1,)).numpy().view(utype)
-        es = 1 if n == 1 else s1
-    rowbase = np.arange(rows, dtype=np.int64) * s0
-    begin, end = opt.window_bounds(rows, n, torch.device("cpu"))
-    begin, end = np.ascontiguousarray(begin.numpy()), np.ascontiguousarray(end.numpy())
-    offsets = np.ascontiguousarray(opt.offset_tensor(rows, torch.device("cpu")).numpy())
-
-    kk = max(1, min(k, n))
-    tasks = rows * nseg
-    candk = np.empty((tasks, kk), dtype=utype)
-    candi = np.empty((tasks, kk), dtype=np.int64)
-    candv = np.empty((tasks, kk), dtype=utype)
-    count = np.empty(tasks, dtype=np.int64)
-    direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
-    oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
     has_values = out_values is not None
+    fill_bits = 0
     if has_values:
-        fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype)
-        fill_bits = utype(int(fill.view(signed).item()) & top)
+        fill = struct.pack("<d", opt.resolved_fill_value(x.dtype))
+        fill_bits = _fill_bits(fill, x.dtype)
+    off = opt.index_offset
+    off_tensor = isinstance(off, torch.Tensor)
+    plan = _plan(x.dtype, rows, n, s0, s1, k, opt.largest, _ORDER_CODE[opt.order], has_values,
+                 fill_bits, opt.fill_index, None if off_tensor else off, nseg, threads(),
+                 config)  # fmt: skip
+    desc = list(plan.desc)
+    keep = []  # what this call's descriptor points to, alive until the kernels return
+
+    def put(j, t, cols, rows_=1):
+        desc[_slot(j) : _slot(j) + 3] = [t.data_ptr(), rows_, cols]
+
+    if n > 0:
+        put(0, xi, (rows - 1) * s0 + (n - 1) * s1 + 1)
+    if opt.begin is not None or opt.end is not None:
+        b, e = opt.window_bounds(rows, n, torch.device("cpu"))
+        b, e = b.contiguous(), e.contiguous()
+        keep += [b, e]
+        put(2, b, rows)
+        put(3, e, rows)
+    if off_tensor:
+        o = opt.offset_tensor(rows, torch.device("cpu")).contiguous()
+        keep.append(o)
+        put(10, o, rows)
+    *parts, size = plan.scratch
+    scratch = np.empty(size, dtype=np.uint8)
+    base = scratch.ctypes.data
+    for j, at in zip((6, 7, 8, 9), parts, strict=True):
+        desc[_slot(j)] = base + at
+    direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
+    oi = out_indices if direct_i else torch.empty((rows, k), dtype=torch.int64)
+    put(12, oi, k, rows)
+    if has_values:
         direct_v = out_values.is_contiguous()
-        ov = (
-            out_values.view(signed).numpy().view(utype)
-            if direct_v
-            else np.empty((rows, k), dtype=utype)
-        )
+        ov = out_values if direct_v else torch.empty((rows, k), dtype=x.dtype)
+        put(11, ov.view(signed), k, rows)
     else:
-        fill_bits = utype(0)
-        ov = np.empty((1, 1), dtype=utype)
-    order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
-    fill_index = np.int64(opt.fill_index)
-    scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
-    arrays = (data, rowbase, begin, end, consts, cfg, candk, candi, candv, count, offsets, ov,
-              oi)  # fmt: skip
-    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=threads())
+        put(11, oi, 1)  # not written
+    desc = np.array(desc, dtype=np.int64)
+    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=plan.workers)
     with compiling(x.dtype):  # a notice on stderr while the first call compiles
         if nseg == 1:  # both stages in one task per row: each worker is handed work once
-            _run_stage(_STAGE_BOTH, rows, T, S, scalars, arrays)
+            _run_stage(_STAGE_BOTH, rows, T, desc, plan.workers)
         else:
-            _run_stage(_STAGE_SEGMENTS, tasks, T, S, scalars, arrays)
-            _run_stage(_STAGE_MERGE, rows, T, S, scalars, arrays)
+            _run_stage(_STAGE_SEGMENTS, plan.tasks, T, desc, plan.workers)
+            _run_stage(_STAGE_MERGE, rows, T, desc, plan.workers)
+    del keep
     if not direct_i:
-        out_indices.copy_(torch.from_numpy(oi))
+        out_indices.copy_(oi)
     if has_values and not direct_v:
-        out_values.view(signed).copy_(torch.from_numpy(ov.view(np.dtype(ov.dtype.name[1:]))))
+        out_values.copy_(ov)
