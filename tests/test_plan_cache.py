@@ -212,3 +212,60 @@ def test_threads_calling_at_once():
 
     with ThreadPoolExecutor(4) as pool:
         assert sum(pool.map(work, range(8))) == 0
+
+
+def _topk_want(x, k, dim, largest):
+    if x.dim() == 0:
+        return x, torch.zeros((), dtype=torch.int64)
+    v, i = torch.sort(x, dim=dim, descending=largest, stable=True)
+    return v.narrow(dim, 0, k), i.narrow(dim, 0, k)
+
+
+def test_topk_each_change_gets_its_own_plan():
+    """deepselect.topk's own cache (torch_ops._PLANS): shape, dim, k, largest, sorted,
+    dtype and layout changed in turn, each against a stable sort."""
+    base = torch.randn(3, 5, 40, generator=torch.Generator().manual_seed(1))
+    base[:, :, 7:15] = base[:, :, 6:7]  # ties
+    cases = [
+        (base, 4, -1, True, True),
+        (base[:, :, :39], 4, -1, True, True),
+        (base, 4, 1, True, True),
+        (base, 2, 0, True, True),
+        (base.transpose(0, 1), 4, -1, True, True),  # same data, other layout
+        (base, 5, -1, True, True),
+        (base, 4, -1, False, True),
+        (base, 4, -1, True, False),
+        (base.double(), 4, -1, True, True),
+        (base.bfloat16(), 4, -1, True, True),
+        (base[0, 0], 3, 0, True, True),
+        (base[0, 0, 0], 1, 0, True, True),
+    ]
+    for x, k, dim, largest, srt in cases:
+        for _ in range(2):
+            for y in (x, base):  # the base signature's plan is kept alongside
+                kk = k if y is x else 4
+                d, lg, s = (dim, largest, srt) if y is x else (-1, True, True)
+                got = deepselect.topk(y, kk, d, lg, s)
+                want_v, want_i = _topk_want(y, kk, d, lg)
+                if s:
+                    assert torch.equal(got.indices, want_i) and torch.equal(got.values, want_v)
+                else:
+                    assert torch.equal(got.indices.sort(dim=d).values, want_i.sort(dim=d).values)
+
+
+def test_topk_cached_signature_still_checks_each_call():
+    """A cached signature still builds the autograd graph and refuses misuse."""
+    x = torch.randn(2, 30)
+    deepselect.topk(x, 3)
+    deepselect.topk(x, 3)
+    xg = x.clone().requires_grad_()
+    v = deepselect.topk(xg, 3).values
+    assert v.grad_fn is not None
+    v.sum().backward()
+    assert xg.grad.sum() == 6
+    with pytest.raises(TypeError):
+        deepselect.topk(x, True)
+    with pytest.raises(TypeError):
+        deepselect.topk(x, 3, largest=1)
+    with pytest.raises((RuntimeError, ValueError)):
+        deepselect.topk(x, 31)
