@@ -36,8 +36,10 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -651,9 +653,11 @@ _region_off_until = 0.0
 _fastest: dict[tuple, float] = {}  # seconds, per (shape, stage, workers)
 
 
-def _run_stage(stage: int, count: int, T, desc: np.ndarray, workers: int, shape: tuple) -> None:
-    """Run ``stage`` over ``count`` tasks of ``desc`` on up to ``workers`` threads;
-    ``shape`` (dtype, rows, N) keys the region's stall watch."""
+def _run_stage(
+    stage: int, count: int, T, desc: np.ndarray, at: int, workers: int, shape: tuple
+) -> None:
+    """Run ``stage`` over ``count`` tasks of ``desc`` (at address ``at``) on up to
+    ``workers`` threads; ``shape`` (dtype, rows, N) keys the region's stall watch."""
     global _region_off_until
     workers = min(workers, count)
     desc[_D_NEXT] = 0
@@ -661,19 +665,19 @@ def _run_stage(stage: int, count: int, T, desc: np.ndarray, workers: int, shape:
     desc[_D_COUNT : _D_STAGE + 1] = (count, max(1, count // (4 * workers)), stage)
     address, body = _region_fn(T)
     if workers == 1:  # the region's body on this thread: no region, no pool
-        body(desc.ctypes.data)
+        body(at)
         return
     key = (shape, stage, workers)
     fastest = _fastest.get(key)
     start = time.perf_counter()
     gomp = cpu_omp.runtime()
     if gomp is not None and fastest is not None and start >= _region_off_until:
-        gomp(address, desc.ctypes.data, workers, 0)  # on torch's OpenMP threads
+        gomp(address, at, workers, 0)  # on torch's OpenMP threads
         took = time.perf_counter() - start
         if took > 2 * fastest + 1e-3:  # stalled behind a busy core
             _region_off_until = time.perf_counter() + REGION_PAUSE_S
     else:
-        _run_pool(body, desc, workers)
+        _run_pool(body, at, workers)
         took = time.perf_counter() - start
     if fastest is None or took < fastest:
         if len(_fastest) > 4096:
@@ -681,13 +685,14 @@ def _run_stage(stage: int, count: int, T, desc: np.ndarray, workers: int, shape:
         _fastest[key] = took
 
 
-def _run_pool(body, desc: np.ndarray, workers: int) -> None:
-    """The region's body on the calling thread and ``workers - 1`` pool threads."""
+def _run_pool(body, at: int, workers: int) -> None:
+    """The region's body (descriptor at ``at``) on the calling thread and
+    ``workers - 1`` pool threads."""
     global _POOL
     if _POOL is None or _POOL._max_workers < workers - 1:
         _POOL = ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="deepselect")
-    futures = [_POOL.submit(body, desc.ctypes.data) for _ in range(workers - 1)]
-    body(desc.ctypes.data)
+    futures = [_POOL.submit(body, at) for _ in range(workers - 1)]
+    body(at)
     for f in futures:
         # a worker that has not started (its core busy elsewhere) finds nothing left
         # to take: drop it rather than wait for a core
@@ -774,9 +779,7 @@ def _plan(dtype, rows, n, s0, s1, k, largest, order, has_values, fill_bits, fill
         [
             config.block,
             max(config.b2_min, k // 2),
-            # a short row's first window: a quarter of it (measured on 1 x 4096, k = 64:
-            # ~25% less time than the whole row as the window)
-            min(config.warmup, max(n // 4, 1)),
+            config.warmup,
             group,
             group * max(1, config.wide),
             max(1, config.spread),
@@ -804,9 +807,45 @@ def _plan(dtype, rows, n, s0, s1, k, largest, order, has_values, fill_bits, fill
         desc[_slot(j) : _slot(j) + 3] = [a.ctypes.data, 1, a.shape[0]]
     for j, cols in ((6, kk), (7, kk), (8, kk), (9, tasks)):
         desc[_slot(j) + 1 : _slot(j) + 3] = [tasks if j != 9 else 1, cols]
+    if n > 0:  # the input, read as one span from the first row's start
+        desc[_slot(0) + 1 : _slot(0) + 3] = [1, (rows - 1) * s0 + (n - 1) * s1 + 1]
+    desc[_slot(11) + 1 : _slot(11) + 3] = [rows, k] if has_values else [1, 1]
+    desc[_slot(12) + 1 : _slot(12) + 3] = [rows, k]
     workers = 1 if rows * n <= SMALL_WORK else nthreads
     return _Plan(T, nseg, tasks, workers, tuple(desc), (*parts, at),
                  (zero, rowbase, begin, end, consts, cfg, offsets))  # fmt: skip
+
+
+_RAN: set = set()  # dtypes whose kernels have run (and so are compiled) in this process
+_local = threading.local()
+SCRATCH_KEPT = 1 << 20
+"""Bytes of scratch (candidates of every task) a thread keeps for its next call of the
+same shape; larger calls allocate theirs afresh."""
+
+
+def _thread_descriptor(plan: _Plan) -> tuple:
+    """``(plan, descriptor, its address, scratch)``: this thread's descriptor for
+    ``plan``, its constant part and scratch filled in (the caller holds the tuple
+    while the kernels run). Kept per thread: a call's kernels have all returned (or never
+    started) before the same thread makes its next call."""
+    states = getattr(_local, "states", None)
+    if states is None:
+        states = _local.states = {}
+    st = states.get(id(plan))
+    if st is not None and st[0] is plan:
+        return st
+    desc = np.array(plan.desc, dtype=np.int64)
+    *parts, size = plan.scratch
+    scratch = np.empty(size, dtype=np.uint8)
+    base = scratch.ctypes.data
+    for j, at in zip((6, 7, 8, 9), parts, strict=True):
+        desc[_slot(j)] = base + at
+    st = (plan, desc, desc.ctypes.data, scratch)
+    if size <= SCRATCH_KEPT:
+        if len(states) >= 64:
+            states.clear()
+        states[id(plan)] = st
+    return st
 
 
 def run_cpu(
@@ -841,10 +880,9 @@ def run_cpu(
     rows, n = x.shape
     if rows == 0:
         return
-    signed, T, bits, _ = _LAYOUT[x.dtype]
+    T = _LAYOUT[x.dtype][1]
     nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
-    xi = x.detach().view(signed)
-    s0, s1 = xi.stride()
+    s0, s1 = x.stride()
     has_values = out_values is not None
     fill_bits = 0
     if has_values:
@@ -855,46 +893,44 @@ def run_cpu(
     plan = _plan(x.dtype, rows, n, s0, s1, k, opt.largest, _ORDER_CODE[opt.order], has_values,
                  fill_bits, opt.fill_index, None if off_tensor else off, nseg, threads(),
                  config)  # fmt: skip
-    desc = list(plan.desc)
-    keep = []  # what this call's descriptor points to, alive until the kernels return
-
-    def put(j, t, cols, rows_=1):
-        desc[_slot(j) : _slot(j) + 3] = [t.data_ptr(), rows_, cols]
-
+    state = _thread_descriptor(plan)
+    desc, at = state[1], state[2]
+    keep = [state]  # what this call's descriptor points to, alive until the kernels return
     if n > 0:
-        put(0, xi, (rows - 1) * s0 + (n - 1) * s1 + 1)
+        desc[_slot(0)] = x.data_ptr()
     if opt.begin is not None or opt.end is not None:
         b, e = opt.window_bounds(rows, n, torch.device("cpu"))
         b, e = b.contiguous(), e.contiguous()
         keep += [b, e]
-        put(2, b, rows)
-        put(3, e, rows)
+        desc[_slot(2)] = b.data_ptr()
+        desc[_slot(3)] = e.data_ptr()
+    else:
+        desc[_slot(2)], desc[_slot(3)] = plan.desc[_slot(2)], plan.desc[_slot(3)]
     if off_tensor:
         o = opt.offset_tensor(rows, torch.device("cpu")).contiguous()
         keep.append(o)
-        put(10, o, rows)
-    *parts, size = plan.scratch
-    scratch = np.empty(size, dtype=np.uint8)
-    base = scratch.ctypes.data
-    for j, at in zip((6, 7, 8, 9), parts, strict=True):
-        desc[_slot(j)] = base + at
+        desc[_slot(10)] = o.data_ptr()
+    else:
+        desc[_slot(10)] = plan.desc[_slot(10)]
     direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
     oi = out_indices if direct_i else torch.empty((rows, k), dtype=torch.int64)
-    put(12, oi, k, rows)
+    desc[_slot(12)] = oi.data_ptr()
     if has_values:
         direct_v = out_values.is_contiguous()
         ov = out_values if direct_v else torch.empty((rows, k), dtype=x.dtype)
-        put(11, ov.view(signed), k, rows)
+        desc[_slot(11)] = ov.data_ptr()
     else:
-        put(11, oi, 1)  # not written
-    desc = np.array(desc, dtype=np.int64)
+        desc[_slot(11)] = oi.data_ptr()  # not written
     log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=plan.workers)
-    with compiling(x.dtype):  # a notice on stderr while the first call compiles
+    shape = (x.dtype, rows, n)
+    with compiling(x.dtype) if x.dtype not in _RAN else nullcontext():
+        # (a notice on stderr while the first call compiles)
         if nseg == 1:  # both stages in one task per row: each worker is handed work once
-            _run_stage(_STAGE_BOTH, rows, T, desc, plan.workers, (x.dtype, rows, n))
+            _run_stage(_STAGE_BOTH, rows, T, desc, at, plan.workers, shape)
         else:
-            _run_stage(_STAGE_SEGMENTS, plan.tasks, T, desc, plan.workers, (x.dtype, rows, n))
-            _run_stage(_STAGE_MERGE, rows, T, desc, plan.workers, (x.dtype, rows, n))
+            _run_stage(_STAGE_SEGMENTS, plan.tasks, T, desc, at, plan.workers, shape)
+            _run_stage(_STAGE_MERGE, rows, T, desc, at, plan.workers, shape)
+    _RAN.add(x.dtype)
     del keep
     if not direct_i:
         out_indices.copy_(oi)
