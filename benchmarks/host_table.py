@@ -142,7 +142,7 @@ def gpu_tables(calls: int) -> None:
     # compiled launcher (deepselect.launch_cache)
     nop, buf = _nop_kernel(), torch.empty(1, device=dev)
     fns["triton empty kernel"] = lambda: nop[(1,)](buf, 1)
-    fns["  via launch_cache"] = lambda: launch_cache.launch(nop, (1,), (buf, 1), {}, key="nop")
+    fns["  via launch_cache"] = lambda: launch_cache.launch(nop, (1,), (buf, 1), {})
     us = interleaved(fns, calls)
     base = us["torch.topk"]
     print(f"\n== queued eager host time per call, {rows} x {n} bf16, k = {k} "

@@ -132,3 +132,24 @@ def test_compiled_kernel_runs_every_launch():
         launch_cache.launch(_add_one, (4,), (y, 100), {"BLOCK": 32}, key=100)
     assert torch.equal(x.cpu(), torch.full((100,), 3.0))
     assert torch.equal(y.cpu(), torch.full((100,), 2.0))
+
+
+def test_derived_key_tells_arguments_apart(fake_driver):
+    """Without a key, non-tensor arguments, tensor dtypes and keywords make one."""
+    fn = _FakeJit()
+    x, y = torch.empty(8), torch.empty(8, dtype=torch.int32)
+    for args, kw in [
+        ((x, 10), {"B": 8}),
+        ((x, 11), {"B": 8}),
+        ((y, 10), {"B": 8}),
+        ((x, 10), {"B": 16}),
+        ((x, 10), {"B": 8, "FLAG": True}),
+    ]:
+        launch_cache.launch(fn, (1,), args, kw)
+        launch_cache.launch(fn, (1,), args, kw)
+        assert fn.log[-2][0] == "slow" and fn.log[-1][0] == "fast"
+        assert fn.log[-1][1][9:11] == args
+    assert fn.compiled == 5
+    for _ in range(2):  # unhashable: Triton's path every time
+        launch_cache.launch(fn, (1,), (x, 10), {"B": [8]})
+    assert fn.compiled == 7

@@ -79,7 +79,7 @@ def launch(
     grid: Sequence[int],
     args: Sequence[Any],
     kwargs: dict[str, Any],
-    key: Hashable,
+    key: Hashable | None = None,
 ) -> None:
     """``fn[grid](*args, **kwargs)``, from the second call of a signature on without
     Triton's argument binding.
@@ -92,7 +92,12 @@ def launch(
         kwargs: constexprs and launch options (``num_warps``, ``maxnreg``...), fixed
             by ``key``.
         key: hashable; equal keys must mean equal non-tensor ``args``, equal tensor
-            dtypes and equal ``kwargs``.
+            dtypes and equal ``kwargs``. None: derived from them (non-tensor
+            arguments by value, tensors by dtype, keyword arguments by value; a few
+            microseconds for thirty arguments).
+
+    A launch site ``kernel[grid](*args, **kw)`` becomes
+    ``launch_cache.launch(kernel, grid, args, kw)``.
     """
     grid = tuple(grid)
     driver = _driver()
@@ -105,6 +110,16 @@ def launch(
         return
     device = get_device()
     align = tuple(a.data_ptr() % _ALIGN == 0 for a in args if isinstance(a, torch.Tensor))
+    if key is None:
+        try:
+            key = (
+                tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in args),
+                frozenset(kwargs.items()),
+            )
+            hash(key)
+        except TypeError:  # an unhashable argument: Triton's path
+            fn[grid](*args, **kwargs)
+            return
     full = (key, fn, grid, device, align)
     bound = _CACHE.get(full, False)
     if bound is False:
