@@ -269,3 +269,35 @@ def test_topk_cached_signature_still_checks_each_call():
         deepselect.topk(x, 3, largest=1)
     with pytest.raises((RuntimeError, ValueError)):
         deepselect.topk(x, 31)
+
+
+def test_traces_see_the_registered_op_after_eager_calls():
+    """Eager calls cache their signature; torch.compile(fullgraph=True) and
+    torch.export of the same calls still hold the registered op, not a graph break."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    x = torch.randn(3, 50)
+    for _ in range(2):
+        deepselect.topk(x, 4)
+        topk_rows(x, 4, order="value")
+
+    def f(t):
+        return deepselect.topk(t, 4).indices, topk_rows(t, 4, order="value")[1]
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("eager")
+    got = torch.compile(f, fullgraph=True, backend=counter)(x)
+    assert counter.frame_count == 1
+    assert torch.equal(got[0], deepselect.topk(x, 4).indices)
+    assert torch.equal(got[1], topk_rows(x, 4, order="value")[1])
+
+    class M(torch.nn.Module):
+        def forward(self, t):
+            return f(t)
+
+    ep = torch.export.export(M(), (x,))
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert any("deepselect.topk_rows" in t for t in targets), targets
+    got = ep.module()(x)
+    assert torch.equal(got[0], deepselect.topk(x, 4).indices)
+    torch._dynamo.reset()
