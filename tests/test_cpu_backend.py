@@ -343,3 +343,41 @@ def test_works_in_a_forked_child():
     os.waitpid(pid, 0)
     assert ready, "the forked child hung"
     assert os.read(r, 1) == b"\x01"
+
+
+@pytest.mark.parametrize("path", ["region", "pool", "one thread"])
+def test_each_way_of_running_the_tasks(monkeypatch, path):
+    """The calling thread alone, torch's OpenMP region and the thread pool (where a
+    region stalls) give the same exact result, windows and offsets included."""
+    from deepselect import cpu_backend as cb
+
+    if path == "pool":
+        monkeypatch.setattr(cb, "_region_off_until", float("inf"))
+    if path == "one thread":
+        monkeypatch.setattr(cb, "SMALL_WORK", 1 << 40)
+    cb._plan.cache_clear()
+    x = torch.randn(6, 30_000).to(torch.bfloat16)  # over SMALL_WORK: threaded
+    end = torch.tensor([30_000, 5, 0, 29_999, 100, 17_000])
+    for _ in range(3):  # a shape's first threaded call runs on the pool, later ones not
+        _check(x, 40, order="value", end=end, index_offset=torch.arange(6) * 7)
+        _check(x, 40, segments=3, order="none")
+    cb._plan.cache_clear()
+
+
+def test_threads_calling_threaded_calls_at_once():
+    """Two Python threads each starting parallel calls (regions or the pool) at once,
+    each with its own descriptor and scratch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    xs = [torch.randn(4, 40_000 + 1000 * j) for j in range(4)]
+    wants = [oracle_topk(x, 64, make_options(x, 64, order="index"))[1] for x in xs]
+
+    def work(j):
+        bad = 0
+        for r in range(6):
+            c = (j + r) % len(xs)
+            bad += not torch.equal(topk_rows(xs[c], 64, order="index")[1], wants[c])
+        return bad
+
+    with ThreadPoolExecutor(2) as pool:
+        assert sum(pool.map(work, range(4))) == 0

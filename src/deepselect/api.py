@@ -7,7 +7,10 @@ data, so no call syncs with the device.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -285,6 +288,115 @@ def topk_rows(
             x, k, largest, order, begin, end, index_offset, fill_value, fill_index,
             index_dtype, return_values, out_values, out_indices, backend,
         )  # fmt: skip
+    key = _plan_key(
+        x, k, largest, order, begin, end, index_offset, fill_value, fill_index, index_dtype,
+        return_values, out_values, out_indices, backend,
+    )  # fmt: skip
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _make_plan(
+            x, k, largest, order, begin, end, index_offset, fill_value, fill_index,
+            index_dtype, return_values, out_values, out_indices, backend,
+        )  # fmt: skip
+        if key is not None:
+            if len(_PLANS) >= _PLAN_LIMIT:  # many shapes: start again rather than grow
+                _PLANS.clear()
+            _PLANS[key] = plan
+    opt = plan.opt
+    if begin is not None or end is not None:
+        opt = TopkOptions(
+            largest=opt.largest, order=opt.order, begin=begin, end=end,
+            index_offset=opt.index_offset, fill_value=opt.fill_value,
+            fill_index=opt.fill_index, index_dtype=opt.index_dtype,
+        )  # fmt: skip
+    inputs = None
+    if out_indices is None:
+        out_indices = torch.empty(plan.out_shape, dtype=plan.index_dtype, device=plan.device)
+    else:
+        inputs = (("x", x), ("begin", begin), ("end", end), ("index_offset", index_offset))
+        check_no_overlap("out_indices", out_indices, inputs)
+    if plan.value_dtype is not None:
+        if out_values is None:
+            out_values = torch.empty(plan.out_shape, dtype=plan.value_dtype, device=plan.device)
+        else:
+            if inputs is None:
+                inputs = (("x", x), ("begin", begin), ("end", end), ("index_offset", index_offset))
+            check_no_overlap("out_values", out_values, inputs + (("out_indices", out_indices),))
+    plan.run(x, k, opt, out_values, out_indices)
+    return out_values, out_indices
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What an eager call of one signature needs once it has been validated: the
+    options (windows left out: they are the call's own tensors), the backend and the
+    outputs to allocate. Holds no tensor: a plan outlives the calls it served."""
+
+    opt: TopkOptions
+    run: Callable
+    out_shape: tuple[int, int]
+    index_dtype: torch.dtype
+    value_dtype: torch.dtype | None  # None: no values output
+    device: torch.device
+
+
+# Plans of eager calls by signature (_plan_key): a repeated call checks a tuple of
+# shapes, strides, dtypes and flags instead of validating again. A dict's get and set
+# are atomic, and plans are immutable, so threads share it safely.
+_PLANS: dict[tuple, _Plan] = {}
+_PLAN_LIMIT = 1024
+
+
+def _tensor_key(t):
+    """Everything validation reads of an argument tensor (none of its values)."""
+    if t is None:
+        return None
+    return (type(t), t.layout, t.shape, t.stride(), t.dtype, t.device)
+
+
+def _plan_key(
+    x, k, largest, order, begin, end, index_offset, fill_value, fill_index, index_dtype,
+    return_values, out_values, out_indices, backend,
+):  # fmt: skip
+    """The signature of an eager call whose validation depends on nothing else, or
+    None where it needs a fresh look: per-row offset tensors and CPU windows (their
+    values are checked), and scalars of types the key could confuse (``1 == True``,
+    ``5.0 == 5``, ``-0.0 == 0.0``, NaN)."""
+    if (
+        type(x) is not torch.Tensor
+        or type(k) is not int
+        or type(largest) is not bool
+        or type(return_values) is not bool
+        or type(fill_index) is not int
+        or not (index_offset is None or type(index_offset) is int)
+        or not (fill_value is None or (type(fill_value) in (int, float) and fill_value))
+        or fill_value != fill_value  # NaN
+        or not isinstance(order, str)
+        or not (backend is None or type(backend) is str)
+        or not isinstance(index_dtype, torch.dtype)
+        or x.layout != torch.strided
+    ):
+        return None
+    windows = begin is not None or end is not None
+    if windows and x.device.type == "cpu":
+        return None
+    try:
+        return (
+            x.shape, x.stride(), x.dtype, x.device, k, largest, order, index_offset,
+            fill_value, type(fill_value), fill_index, index_dtype, return_values, backend,
+            _tensor_key(begin) if windows else None, _tensor_key(end) if windows else None,
+            _tensor_key(out_values), _tensor_key(out_indices),
+        )  # fmt: skip
+    except (TypeError, RuntimeError):  # e.g. a tensor whose strides cannot be read
+        return None
+
+
+def _make_plan(
+    x, k, largest, order, begin, end, index_offset, fill_value, fill_index, index_dtype,
+    return_values, out_values, out_indices, backend,
+):  # fmt: skip
+    """Validate an eager call in full (every rule of :func:`make_options` and the
+    output buffers') and return its :class:`_Plan`."""
     opt = make_options(
         x,
         k,
@@ -300,23 +412,17 @@ def topk_rows(
     return_values = as_bool("return_values", return_values)
     rows = x.shape[0]
     dev = x.device
-    inputs = (("x", x), ("begin", begin), ("end", end), ("index_offset", index_offset))
-    if out_indices is None:
-        out_indices = torch.empty((rows, k), dtype=index_dtype, device=dev)
-    else:
+    if out_indices is not None:
         _check_out("out_indices", out_indices, (rows, k), index_dtype, dev)
-        check_no_overlap("out_indices", out_indices, inputs)
     if not return_values:
         if out_values is not None:
             raise ValueError("out_values was given but return_values=False")
-    elif out_values is None:
-        out_values = torch.empty((rows, k), dtype=x.dtype, device=dev)
-    else:
+    elif out_values is not None:
         _check_out("out_values", out_values, (rows, k), x.dtype, dev)
-        check_no_overlap("out_values", out_values, inputs + (("out_indices", out_indices),))
     run = _pick_backend(x, backend)
-    run(x, k, opt, out_values, out_indices)
-    return out_values, out_indices
+    if begin is not None or end is not None:  # the call's own tensors, not the plan's
+        opt = dataclasses.replace(opt, begin=None, end=None)
+    return _Plan(opt, run, (rows, k), index_dtype, x.dtype if return_values else None, dev)
 
 
 def _wants_grad(x) -> bool:
@@ -394,7 +500,10 @@ def _eager_topk_rows(*args, **kw):
     return topk_rows(*args, **kw)
 
 
-_eager_topk_rows = torch.compiler.disable(_eager_topk_rows)
+# Run outside any graph being traced. torch._disable_dynamo is torch.compiler.disable
+# with the import of torch._dynamo (over a second, with Triton behind it) put off to the
+# first call, which only a trace makes: ``import deepselect`` stays cheap.
+_eager_topk_rows = torch._disable_dynamo(_eager_topk_rows)
 
 
 def _load_triton():

@@ -23,7 +23,9 @@ Rows (or segments) are tasks that worker threads take in chunks from a shared co
 The workers are torch's own OpenMP threads where torch has an OpenMP runtime
 (:mod:`deepselect.cpu_omp`: after a torch operation they are still spinning, and
 threads of our own would share the cores with them), else a thread pool
-(``DEEPSELECT_OPENMP=0`` forces it).
+(``DEEPSELECT_OPENMP=0`` forces it). A region that stalls behind busy cores hands
+over to the pool for a while (:func:`_run_stage`); small calls run on the calling
+thread alone (:data:`SMALL_WORK`).
 
 Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 (``cache=True``), so a new process loads the machine code instead of recompiling.
@@ -31,10 +33,15 @@ Compiled on first use (not at import of :mod:`deepselect`) and cached on disk
 
 from __future__ import annotations
 
+import ctypes
 import os
+import struct
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import torch
@@ -621,40 +628,76 @@ _REGIONS = {np.uint16: _region16, np.uint32: _region32, np.uint64: _region64}
 
 
 @cache
-def _region(T) -> int:
-    """Address of the compiled body of a parallel region for keys of type ``T``
-    (compiled on first use, cached on disk)."""
+def _region_fn(T):
+    """The compiled body of a parallel region for keys of type ``T`` (compiled on first
+    use, cached on disk): ``(address, ctypes function of the descriptor's address)``.
+    Called through ctypes, it lets go of the GIL."""
     sig = types.void(types.CPointer(types.int64))
-    return cfunc(sig, nopython=True, cache=True)(_REGIONS[T]).address
+    f = cfunc(sig, nopython=True, cache=True)(_REGIONS[T])
+    return f.address, ctypes.CFUNCTYPE(None, ctypes.c_void_p)(f.address)
 
 
-def _run_stage(stage: int, count: int, T, S, scalars, arrays) -> None:
-    """Run ``stage`` over ``count`` tasks on up to ``threads()`` workers.
-    ``scalars``: es, nseg, k, seed, order, has_values, fill bits, fill index;
-    ``arrays``: the kernels' arrays (1-D or C-contiguous 2-D), kept alive by the caller."""
-    global _POOL
-    workers = min(threads(), count)
-    assert len(arrays) == (_D_LEN - _D_ARRAYS) // 3
-    desc = np.zeros(_D_LEN, dtype=np.int64)
+def _region(T) -> int:
+    """Address of the compiled body of a parallel region for keys of type ``T``."""
+    return _region_fn(T)[0]
+
+
+# A parallel region returns only once every thread of torch's team has run its body:
+# a team thread whose core is busy elsewhere holds the call for a time slice or more
+# (8 x 100K: a median of 12 ms against 0.5 ms; here every busy call took 8 ms). The
+# pool's caller waits only for the workers that started. So a shape's first call runs
+# on the pool, which sets the time to beat; later ones on the region until one takes
+# far longer than the fastest call of the shape, then on the pool for REGION_PAUSE_S.
+REGION_PAUSE_S = 1.0
+_region_off_until = 0.0
+_fastest: dict[tuple, float] = {}  # seconds, per (shape, stage, workers)
+
+
+def _run_stage(
+    stage: int, count: int, T, desc: np.ndarray, at: int, workers: int, shape: tuple
+) -> None:
+    """Run ``stage`` over ``count`` tasks of ``desc`` (at address ``at``) on up to
+    ``workers`` threads; ``shape`` (dtype, rows, N) keys the region's stall watch."""
+    global _region_off_until
+    workers = min(workers, count)
+    desc[_D_NEXT] = 0
     # chunks of ~1/4 of a worker's share: balance without a counter round trip per task
-    desc[_D_COUNT : _D_STAGE + 1] = [count, max(1, count // (4 * workers)), stage]
-    # as int64 bit patterns (a 64-bit fill value may exceed the signed range)
-    desc[_D_ES : _D_FILLI + 1] = [(int(v) + 2**63) % 2**64 - 2**63 for v in scalars]
-    for j, a in enumerate(arrays):
-        assert a.flags.c_contiguous
-        shape = a.shape if a.ndim == 2 else (1, a.shape[0])
-        desc[_D_ARRAYS + 3 * j : _D_ARRAYS + 3 * j + 3] = [a.ctypes.data, *shape]
-    gomp = cpu_omp.runtime() if workers > 1 else None
-    if gomp is not None:  # on torch's OpenMP threads (ctypes lets go of the GIL)
-        gomp(_region(T), desc.ctypes.data, workers, 0)
+    desc[_D_COUNT : _D_STAGE + 1] = (count, max(1, count // (4 * workers)), stage)
+    address, body = _region_fn(T)
+    if workers == 1:  # the region's body on this thread: no region, no pool
+        body(at)
         return
-    # the kernels release the GIL (nogil=True): plain threads run them in parallel
-    if workers > 1 and (_POOL is None or _POOL._max_workers < workers - 1):
+    key = (shape, stage, workers)
+    fastest = _fastest.get(key)
+    start = time.perf_counter()
+    gomp = cpu_omp.runtime()
+    if gomp is not None and fastest is not None and start >= _region_off_until:
+        gomp(address, at, workers, 0)  # on torch's OpenMP threads
+        took = time.perf_counter() - start
+        if took > 2 * fastest + 1e-3:  # stalled behind a busy core
+            _region_off_until = time.perf_counter() + REGION_PAUSE_S
+    else:
+        _run_pool(body, at, workers)
+        took = time.perf_counter() - start
+    if fastest is None or took < fastest:
+        if len(_fastest) > 4096:
+            _fastest.clear()
+        _fastest[key] = took
+
+
+def _run_pool(body, at: int, workers: int) -> None:
+    """The region's body (descriptor at ``at``) on the calling thread and
+    ``workers - 1`` pool threads."""
+    global _POOL
+    if _POOL is None or _POOL._max_workers < workers - 1:
         _POOL = ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="deepselect")
-    futures = [_POOL.submit(_run_tasks, desc, T, S) for _ in range(workers - 1)]
-    _run_tasks(desc, T, S)
+    futures = [_POOL.submit(body, at) for _ in range(workers - 1)]
+    body(at)
     for f in futures:
-        f.result()
+        # a worker that has not started (its core busy elsewhere) finds nothing left
+        # to take: drop it rather than wait for a core
+        if not f.cancel():
+            f.result()
 
 
 # ---------------------------------------------------------------------------
@@ -671,6 +714,12 @@ _LAYOUT = {
 
 
 _SIGNED = {np.uint16: np.int16, np.uint32: np.int32, np.uint64: np.int64}
+_ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
+
+SMALL_WORK = 1 << 16
+"""Calls of at most this many elements in all run on the calling thread alone: a
+parallel region's start and end cost more than such a call's whole selection (and
+on busy cores far more)."""
 
 
 def threads() -> int:
@@ -684,6 +733,119 @@ def _segments(rows: int, n: int, k: int, cfg: CpuConfig) -> int:
     if rows >= nthreads or n < 2 * max(cfg.min_segment, 4 * k):
         return 1
     return max(1, min(nthreads // max(rows, 1), n // max(cfg.min_segment, 4 * k)))
+
+
+@cache
+def _fill_bits(packed: bytes, dtype: torch.dtype) -> int:
+    """The unsigned bit pattern of a fill value (``packed``: its 8 bytes as a double,
+    so that -0.0 and 0.0, and every NaN, are keys of their own) in ``dtype``."""
+    signed, _, bits, _ = _LAYOUT[dtype]
+    value = struct.unpack("<d", packed)[0]
+    return int(torch.tensor(value, dtype=dtype).view(signed).item()) & ((1 << bits) - 1)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A call shape's descriptor (:func:`_run_tasks`) with everything but the call's
+    own arrays filled in, and the constant arrays it points to (kept alive here;
+    the kernels only read them)."""
+
+    T: type
+    nseg: int
+    tasks: int
+    workers: int
+    desc: tuple  # the descriptor's int64 entries
+    scratch: tuple  # byte offsets of candk, candi, candv, count in one buffer; its size
+    keep: tuple  # the arrays the descriptor points to
+
+
+def _slot(j: int) -> int:
+    return _D_ARRAYS + 3 * j
+
+
+@lru_cache(maxsize=256)
+def _plan(dtype, rows, n, s0, s1, k, largest, order, has_values, fill_bits, fill_index, offset,
+          nseg, nthreads, config) -> _Plan:  # fmt: skip
+    signed, T, bits, inf_bits = _LAYOUT[dtype]
+    group = config.group if config.group > 0 else max(1, 128 // (bits // 8))
+    top = (1 << bits) - 1
+    sign = 1 << (bits - 1)
+    ibits = max(8, -(-max(n - 1, 1).bit_length() // 8) * 8)
+    consts = np.array(
+        [sign, top >> 1, inf_bits, 0 if largest else top, top if largest else 0, bits, ibits],
+        dtype=T,
+    )
+    cfg = np.array(
+        [
+            config.block,
+            max(config.b2_min, k // 2),
+            config.warmup,
+            group,
+            group * max(1, config.wide),
+            max(1, config.spread),
+        ],
+        dtype=np.int64,
+    )
+    rowbase = np.arange(rows, dtype=np.int64) * s0
+    begin = np.zeros(rows, dtype=np.int64)
+    end = np.full(rows, n, dtype=np.int64)
+    offsets = np.full(rows, offset or 0, dtype=np.int64)
+    zero = np.zeros(1, dtype=T)  # the input of rows of length 0
+    es = 1 if n <= 1 else s1
+    kk = max(1, min(k, n))
+    tasks = rows * nseg
+    width = np.dtype(T).itemsize
+    parts, at = [], 0
+    for size in (tasks * kk * width, tasks * kk * 8, tasks * kk * width, tasks * 8):
+        parts.append(at)
+        at += -(-size // 64) * 64
+    desc = [0] * _D_LEN
+    scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
+    desc[_D_ES : _D_FILLI + 1] = [(int(v) + 2**63) % 2**64 - 2**63 for v in scalars]
+    for j, a in ((0, zero), (1, rowbase), (2, begin), (3, end), (4, consts), (5, cfg),
+                 (10, offsets)):  # fmt: skip
+        desc[_slot(j) : _slot(j) + 3] = [a.ctypes.data, 1, a.shape[0]]
+    for j, cols in ((6, kk), (7, kk), (8, kk), (9, tasks)):
+        desc[_slot(j) + 1 : _slot(j) + 3] = [tasks if j != 9 else 1, cols]
+    if n > 0:  # the input, read as one span from the first row's start
+        desc[_slot(0) + 1 : _slot(0) + 3] = [1, (rows - 1) * s0 + (n - 1) * s1 + 1]
+    desc[_slot(11) + 1 : _slot(11) + 3] = [rows, k] if has_values else [1, 1]
+    desc[_slot(12) + 1 : _slot(12) + 3] = [rows, k]
+    workers = 1 if rows * n <= SMALL_WORK else nthreads
+    return _Plan(T, nseg, tasks, workers, tuple(desc), (*parts, at),
+                 (zero, rowbase, begin, end, consts, cfg, offsets))  # fmt: skip
+
+
+_RAN: set = set()  # dtypes whose kernels have run (and so are compiled) in this process
+_local = threading.local()
+SCRATCH_KEPT = 1 << 20
+"""Bytes of scratch (candidates of every task) a thread keeps for its next call of the
+same shape; larger calls allocate theirs afresh."""
+
+
+def _thread_descriptor(plan: _Plan) -> tuple:
+    """``(plan, descriptor, its address, scratch)``: this thread's descriptor for
+    ``plan``, its constant part and scratch filled in (the caller holds the tuple
+    while the kernels run). Kept per thread: a call's kernels have all returned (or never
+    started) before the same thread makes its next call."""
+    states = getattr(_local, "states", None)
+    if states is None:
+        states = _local.states = {}
+    st = states.get(id(plan))
+    if st is not None and st[0] is plan:
+        return st
+    desc = np.array(plan.desc, dtype=np.int64)
+    *parts, size = plan.scratch
+    scratch = np.empty(size, dtype=np.uint8)
+    base = scratch.ctypes.data
+    for j, at in zip((6, 7, 8, 9), parts, strict=True):
+        desc[_slot(j)] = base + at
+    st = (plan, desc, desc.ctypes.data, scratch)
+    if size <= SCRATCH_KEPT:
+        if len(states) >= 64:
+            states.clear()
+        states[id(plan)] = st
+    return st
 
 
 def run_cpu(
@@ -718,85 +880,59 @@ def run_cpu(
     rows, n = x.shape
     if rows == 0:
         return
-    signed, utype, bits, inf_bits = _LAYOUT[x.dtype]
-    T = utype
-    S = _SIGNED[utype]
-    group = config.group if config.group > 0 else max(1, 128 // (bits // 8))
-    top = (1 << bits) - 1
-    sign = 1 << (bits - 1)
-    consts = np.array(
-        [
-            sign,
-            top >> 1,
-            inf_bits,
-            0 if opt.largest else top,
-            top if opt.largest else 0,
-            bits,
-            max(8, -(-max(n - 1, 1).bit_length() // 8) * 8),
-        ],
-        dtype=utype,
-    )
-    cfg = np.array(
-        [
-            config.block,
-            max(config.b2_min, k // 2),
-            config.warmup,
-            group,
-            group * max(1, config.wide),
-            max(1, config.spread),
-        ],
-        dtype=np.int64,
-    )
+    T = _LAYOUT[x.dtype][1]
     nseg = _segments(rows, n, k, config) if segments is None else max(1, int(segments))
-
-    xi = x.detach().view(signed)
-    s0, s1 = xi.stride()
-    if n == 0:
-        data = np.zeros(1, dtype=utype)
-        es = 1
-    else:
-        span = (rows - 1) * s0 + (n - 1) * s1 + 1
-        data = xi.as_strided((span,), (1,)).numpy().view(utype)
-        es = 1 if n == 1 else s1
-    rowbase = np.arange(rows, dtype=np.int64) * s0
-    begin, end = opt.window_bounds(rows, n, torch.device("cpu"))
-    begin, end = np.ascontiguousarray(begin.numpy()), np.ascontiguousarray(end.numpy())
-    offsets = np.ascontiguousarray(opt.offset_tensor(rows, torch.device("cpu")).numpy())
-
-    kk = max(1, min(k, n))
-    tasks = rows * nseg
-    candk = np.empty((tasks, kk), dtype=utype)
-    candi = np.empty((tasks, kk), dtype=np.int64)
-    candv = np.empty((tasks, kk), dtype=utype)
-    count = np.empty(tasks, dtype=np.int64)
-    direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
-    oi = out_indices.numpy() if direct_i else np.empty((rows, k), dtype=np.int64)
+    s0, s1 = x.stride()
     has_values = out_values is not None
+    fill_bits = 0
     if has_values:
-        fill = torch.tensor(opt.resolved_fill_value(x.dtype), dtype=x.dtype)
-        fill_bits = utype(int(fill.view(signed).item()) & top)
-        direct_v = out_values.is_contiguous()
-        ov = (
-            out_values.view(signed).numpy().view(utype)
-            if direct_v
-            else np.empty((rows, k), dtype=utype)
-        )
+        fill = struct.pack("<d", opt.resolved_fill_value(x.dtype))
+        fill_bits = _fill_bits(fill, x.dtype)
+    off = opt.index_offset
+    off_tensor = isinstance(off, torch.Tensor)
+    plan = _plan(x.dtype, rows, n, s0, s1, k, opt.largest, _ORDER_CODE[opt.order], has_values,
+                 fill_bits, opt.fill_index, None if off_tensor else off, nseg, threads(),
+                 config)  # fmt: skip
+    state = _thread_descriptor(plan)
+    desc, at = state[1], state[2]
+    keep = [state]  # what this call's descriptor points to, alive until the kernels return
+    if n > 0:
+        desc[_slot(0)] = x.data_ptr()
+    if opt.begin is not None or opt.end is not None:
+        b, e = opt.window_bounds(rows, n, torch.device("cpu"))
+        b, e = b.contiguous(), e.contiguous()
+        keep += [b, e]
+        desc[_slot(2)] = b.data_ptr()
+        desc[_slot(3)] = e.data_ptr()
     else:
-        fill_bits = utype(0)
-        ov = np.empty((1, 1), dtype=utype)
-    order = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}[opt.order]
-    fill_index = np.int64(opt.fill_index)
-    scalars = (es, nseg, k, config.seed, order, has_values, fill_bits, fill_index)
-    arrays = (data, rowbase, begin, end, consts, cfg, candk, candi, candv, count, offsets, ov,
-              oi)  # fmt: skip
-    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=threads())
-    with compiling(x.dtype):  # a notice on stderr while the first call compiles
+        desc[_slot(2)], desc[_slot(3)] = plan.desc[_slot(2)], plan.desc[_slot(3)]
+    if off_tensor:
+        o = opt.offset_tensor(rows, torch.device("cpu")).contiguous()
+        keep.append(o)
+        desc[_slot(10)] = o.data_ptr()
+    else:
+        desc[_slot(10)] = plan.desc[_slot(10)]
+    direct_i = out_indices.dtype == torch.int64 and out_indices.is_contiguous()
+    oi = out_indices if direct_i else torch.empty((rows, k), dtype=torch.int64)
+    desc[_slot(12)] = oi.data_ptr()
+    if has_values:
+        direct_v = out_values.is_contiguous()
+        ov = out_values if direct_v else torch.empty((rows, k), dtype=x.dtype)
+        desc[_slot(11)] = ov.data_ptr()
+    else:
+        desc[_slot(11)] = oi.data_ptr()  # not written
+    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=nseg, threads=plan.workers)
+    shape = (x.dtype, rows, n)
+    with compiling(x.dtype) if x.dtype not in _RAN else nullcontext():
+        # (a notice on stderr while the first call compiles)
         if nseg == 1:  # both stages in one task per row: each worker is handed work once
-            _run_stage(_STAGE_BOTH, rows, T, S, scalars, arrays)
+            _run_stage(_STAGE_BOTH, rows, T, desc, at, plan.workers, shape)
         else:
-            _run_stage(_STAGE_SEGMENTS, tasks, T, S, scalars, arrays)
-            _run_stage(_STAGE_MERGE, rows, T, S, scalars, arrays)
+            _run_stage(_STAGE_SEGMENTS, plan.tasks, T, desc, at, plan.workers, shape)
+            _run_stage(_STAGE_MERGE, rows, T, desc, at, plan.workers, shape)
+    _RAN.add(x.dtype)
+    del keep
     if not direct_i:
-        out_indices.copy_(torch.from_numpy(oi))
+        out_indices.copy_(oi)
     if has_values and not direct_v:
-        out_values.view(signed).copy_(torch.from_numpy(ov.view(np.dtype(ov.dtype.name[1:]))))
+        out_values.copy_(ov)

@@ -299,6 +299,29 @@ def topk(
         return handle_torch_function(
             topk, (input,), input, k, dim=dim, largest=largest, sorted=sorted, out=out
         )
+    key = None
+    if (
+        out is None
+        and not torch.compiler.is_compiling()  # a trace must not read (and guard on) _PLANS
+        and type(input) is torch.Tensor
+        and type(k) is int
+        and type(dim) is int
+        and type(largest) is bool
+        and type(sorted) is bool
+    ):  # a signature seen before skips the checks below (the key holds no value 1 == True)
+        key = (input.shape, input.dtype, input.device, input.layout, k, dim, largest, sorted)
+        plan = _PLANS.get(key)
+        if plan is not None and not (
+            (input.requires_grad and torch.is_grad_enabled())
+            or torch.jit.is_tracing()
+            or is_functorch_wrapped_tensor(input)
+        ):
+            d, nd, rows, n, lead, kk, order = plan
+            x2 = _as_rows(input, d, nd, rows, n)
+            v2, i2 = _rows(x2, kk, largest, order)
+            return torch.return_types.topk(
+                (_unflatten(v2, d, nd, lead), _unflatten(i2, d, nd, lead))
+            )
     k = _as_int("k", k, " (position 2)")
     dim = _as_int("dim", dim, "")
     largest = _check_bool("largest", largest)
@@ -344,14 +367,7 @@ def topk(
         return torch.topk(input, k, dim, largest, sorted, out=out)
 
     order = "value" if sorted else "none"
-    if nd == 2 and d == 1:  # the common case: no reshaping at all
-        x2 = input
-    elif nd == 0:
-        x2 = input.reshape(1, 1)
-    elif d == nd - 1:
-        x2 = input.reshape(rows, n)
-    else:
-        x2 = input.movedim(d, -1).reshape(rows, n)
+    x2 = _as_rows(input, d, nd, rows, n)
     if out is not None:
         shape = () if nd == 0 else tuple(input.shape[:d]) + (k,) + tuple(input.shape[d + 1 :])
         ov, oi = _check_out(out, input, shape)
@@ -379,7 +395,29 @@ def topk(
         v2, i2 = topk_rows_op(x2, kk, largest, order, None, None, torch.int64)
     else:
         v2, i2 = _rows(x2, kk, largest, order)
+        if key is not None and not _abstract(input):
+            if len(_PLANS) >= _PLAN_LIMIT:
+                _PLANS.clear()
+            _PLANS[key] = (d, nd, rows, n, lead, kk, order)
     return torch.return_types.topk((_unflatten(v2, d, nd, lead), _unflatten(i2, d, nd, lead)))
+
+
+# Eager calls' layouts by signature (shape, dtype, device, layout, k, dim, largest,
+# sorted): what the checks of :func:`topk` decided, so a repeated call goes straight
+# to the row API. Never holds a tensor; dict get and set are atomic across threads.
+_PLANS: dict[tuple, tuple] = {}
+_PLAN_LIMIT = 1024
+
+
+def _as_rows(input: torch.Tensor, d: int, nd: int, rows: int, n: int) -> torch.Tensor:
+    """``input`` as ``[rows, N]`` with ``dim`` (``d``) last."""
+    if nd == 2 and d == 1:  # the common case: no reshaping at all
+        return input
+    if nd == 0:
+        return input.reshape(1, 1)
+    if d == nd - 1:
+        return input.reshape(rows, n)
+    return input.movedim(d, -1).reshape(rows, n)
 
 
 def _sorted_topk(

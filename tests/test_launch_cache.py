@@ -1,0 +1,155 @@
+"""deepselect.launch_cache: a repeated launch calls the compiled kernel's launcher
+with the bound arguments, and anything Triton specializes on reaches a launch of
+its own (checked with a stand-in for a JIT function; on the CPU the real one is
+Triton's interpreter, which always takes Triton's own path)."""
+
+import inspect
+from types import SimpleNamespace
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from deepselect import launch_cache
+
+
+class _Param:
+    def __init__(self, name, default=inspect.Parameter.empty):
+        self.name = name
+        self.default = default
+
+
+class _FakeKernel:
+    function = 1234
+    packed_metadata = ("meta",)
+
+    def __init__(self, log):
+        self.log = log
+
+    def run(self, *a):
+        self.log.append(("fast", a))
+
+
+class _FakeJit:
+    """The parts of a JITFunction the cache uses: params, and ``fn[grid](...)`` that
+    launches and returns the compiled kernel."""
+
+    def __init__(self):
+        self.params = [_Param("x"), _Param("n"), _Param("B"), _Param("FLAG", False)]
+        self.log = []
+        self.compiled = 0
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.compiled += 1
+            self.log.append(("slow", grid, args, kwargs))
+            return _FakeKernel(self.log)
+
+        return run
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    runtime = SimpleNamespace(
+        launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=SimpleNamespace(calls=[])
+    )
+    monkeypatch.setattr(launch_cache, "_driver", lambda: (lambda: 0, lambda dev: 77, runtime))
+    launch_cache.clear()
+    yield runtime
+    launch_cache.clear()
+
+
+def test_second_launch_binds_once(fake_driver):
+    fn = _FakeJit()
+    x = torch.empty(64)
+    launch_cache.launch(fn, (3,), (x, 10), {"B": 128, "num_warps": 4}, key=("k", 10))
+    launch_cache.launch(fn, (3,), (x, 10), {"B": 128, "num_warps": 4}, key=("k", 10))
+    assert fn.compiled == 1
+    kind, a = fn.log[-1]
+    assert kind == "fast"
+    # grid padded to 3, the stream, the kernel's handles, no metadata or hooks, then
+    # every parameter in order: positional, keyword, default (launch options left out)
+    assert a[:9] == (3, 1, 1, 77, 1234, ("meta",), None, None, None)
+    assert a[9:] == (x, 10, 128, False)
+
+
+def test_alignment_grid_and_key_reach_their_own_launch(fake_driver):
+    fn = _FakeJit()
+    buf = torch.empty(64)
+    kw = {"B": 128}
+    launch_cache.launch(fn, (3,), (buf, 10), kw, key=1)
+    launch_cache.launch(fn, (3,), (buf[1:], 10), kw, key=1)  # 4 bytes off: not 16-aligned
+    launch_cache.launch(fn, (4,), (buf, 10), kw, key=1)
+    launch_cache.launch(fn, (3,), (buf, 11), kw, key=2)
+    assert fn.compiled == 4
+    launch_cache.launch(fn, (3,), (buf[4:], 10), kw, key=1)  # 16 bytes off: aligned again
+    assert fn.compiled == 4 and fn.log[-1][0] == "fast"
+
+
+def test_hooks_and_unbindable_launches_take_tritons_path(fake_driver):
+    fn = _FakeJit()
+    x = torch.empty(8)
+    fake_driver.launch_enter_hook.calls.append(print)  # a profiler's hook
+    for _ in range(2):
+        launch_cache.launch(fn, (1,), (x, 1), {"B": 8}, key=0)
+    assert [e[0] for e in fn.log] == ["slow", "slow"]
+    fake_driver.launch_enter_hook.calls.clear()
+    fn.log.clear()
+    for _ in range(2):  # a tensor among the keywords cannot be fixed by the key
+        launch_cache.launch(fn, (1,), (x,), {"n": 1, "B": x}, key=0)
+    assert [e[0] for e in fn.log] == ["slow", "slow"]
+    fn.log.clear()
+    for _ in range(2):  # B neither given nor defaulted
+        launch_cache.launch(fn, (1,), (x, 1), {}, key=5)
+    assert [e[0] for e in fn.log] == ["slow", "slow"]
+
+
+@triton.jit
+def _add_one(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(ptr + offs, tl.load(ptr + offs, mask=m) + 1, mask=m)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's path")
+def test_interpreter_runs_every_launch():
+    launch_cache.clear()
+    x = torch.zeros(100)
+    for _ in range(3):
+        launch_cache.launch(_add_one, (4,), (x, 100), {"BLOCK": 32}, key=100)
+    assert torch.equal(x, torch.full((100,), 3.0))
+
+
+@pytest.mark.gpu
+def test_compiled_kernel_runs_every_launch():
+    launch_cache.clear()
+    x = torch.zeros(100, device="cuda")
+    for _ in range(3):
+        launch_cache.launch(_add_one, (4,), (x, 100), {"BLOCK": 32}, key=100)
+    y = torch.zeros(101, device="cuda")[1:]  # misaligned: a launch of its own
+    for _ in range(2):
+        launch_cache.launch(_add_one, (4,), (y, 100), {"BLOCK": 32}, key=100)
+    assert torch.equal(x.cpu(), torch.full((100,), 3.0))
+    assert torch.equal(y.cpu(), torch.full((100,), 2.0))
+
+
+def test_derived_key_tells_arguments_apart(fake_driver):
+    """Without a key, non-tensor arguments, tensor dtypes and keywords make one."""
+    fn = _FakeJit()
+    x, y = torch.empty(8), torch.empty(8, dtype=torch.int32)
+    for args, kw in [
+        ((x, 10), {"B": 8}),
+        ((x, 11), {"B": 8}),
+        ((y, 10), {"B": 8}),
+        ((x, 10), {"B": 16}),
+        ((x, 10), {"B": 8, "FLAG": True}),
+    ]:
+        launch_cache.launch(fn, (1,), args, kw)
+        launch_cache.launch(fn, (1,), args, kw)
+        assert fn.log[-2][0] == "slow" and fn.log[-1][0] == "fast"
+        assert fn.log[-1][1][9:11] == args
+    assert fn.compiled == 5
+    for _ in range(2):  # unhashable: Triton's path every time
+        launch_cache.launch(fn, (1,), (x, 10), {"B": [8]})
+    assert fn.compiled == 7
