@@ -275,6 +275,16 @@ def test_windows_offsets_fill():
     check_small(x, 40, end=end.int(), order=Order.INDEX)  # nowhere: 0 and N
 
 
+def test_fill_value_keeps_its_bits_from_call_to_call():
+    """A fill of -0.0 after one of +0.0 (equal as floats, so equal as cache keys) keeps
+    its sign bit, and back; rows shorter than k show the fill."""
+    x = make("normal", 2, 30, torch.float32, DEV, seed=5)
+    for fill in (0.0, -0.0, 0.0):
+        (ov, _), _ = run_small(x, 40, fill_value=fill, order=Order.VALUE)
+        want = torch.tensor(fill).view(torch.int32)
+        assert bool((ov[:, 30:].view(torch.int32) == want).all()), fill
+
+
 def test_out_of_range_windows_are_clamped():
     x = make("normal", 2, 300, torch.float32, DEV, seed=6)
     begin = torch.tensor([-5, 250], device=DEV)

@@ -6,6 +6,7 @@ and options only."""
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from functools import cache
 
@@ -65,9 +66,15 @@ def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tup
     )
 
 
-@cache
 def _fill_bits(value: float, dtype: torch.dtype) -> int:
-    """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view)."""
+    """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view),
+    cached by the value's bits: -0.0 equals 0.0 as a key, and a NaN equals nothing."""
+    return _fill_bits_of(struct.pack("<d", float(value)), dtype)
+
+
+@cache
+def _fill_bits_of(packed: bytes, dtype: torch.dtype) -> int:
+    value = struct.unpack("<d", packed)[0]
     return int(torch.tensor(value, dtype=dtype).view(_RAW[dtype]).item())
 
 
