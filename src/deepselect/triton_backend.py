@@ -407,11 +407,11 @@ def run_triton(
         raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
     sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
     if config is None and grid is None:  # short rows, or too few rows to fill the GPU
-        from .triton_short import describe, run_short, short_path
+        from .triton_short import run_short, short_path
 
         plan = short_path(x, k, opt, sm)
         if plan is not None:
-            log_launch("triton-short", x.dtype, x.shape, k, opt.order, plan=describe(plan))
+            log_launch("triton-short", x.dtype, x.shape, k, opt.order, plan=plan)
             run_short(x, k, opt, out_values, out_indices, plan, page=page)
             return
     if k > MAX_FAST_K or n >= 2**31 - 2**16:

@@ -160,6 +160,9 @@ class ShortPlan:
 
     __hash__ = _hash_once
 
+    def __str__(self) -> str:
+        return describe(self)
+
     @property
     def passes(self) -> bool:
         return self.pass_level is not None
