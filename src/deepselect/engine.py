@@ -23,6 +23,7 @@ from .api import check_dense, check_offset_tensor, topk_rows
 from .options import Order, TopkOptions
 
 _INT_DTYPES = (torch.int32, torch.int64)
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SCORE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 # Slots are int32: a page id p is usable while p * page_size + page_size - 1 fits.
 _INT32_MAX = 2**31 - 1
@@ -479,6 +480,20 @@ def _unit_interval(h: torch.Tensor) -> torch.Tensor:
     return ((h >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
+def _check_temperature(temperature, rows: int, device: torch.device):
+    """A float ``> 0`` or a float ``[rows]`` tensor (values checked on the CPU only)."""
+    if isinstance(temperature, torch.Tensor):
+        _check_vector("temperature", temperature, rows, device, dtypes=_FLOAT_DTYPES)
+        if _on_cpu(temperature) and rows and not bool((temperature > 0).all()):
+            raise ValueError("temperature must be > 0 in every row")
+        return temperature.to(torch.float32)[:, None]
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {temperature}")
+        return float(temperature)
+    raise TypeError(f"temperature must be a float or a tensor; got {type(temperature).__name__}")
+
+
 def top_k_sampling_from_logits(
     logits: torch.Tensor,
     k: int | torch.Tensor,
@@ -518,25 +533,7 @@ def top_k_sampling_from_logits(
         raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
     if seeds is not None:
         _check_vector("seeds", seeds, rows, logits.device, dtypes=(torch.int64,))
-    if isinstance(temperature, torch.Tensor):
-        _check_vector(
-            "temperature",
-            temperature,
-            rows,
-            logits.device,
-            dtypes=(torch.float16, torch.bfloat16, torch.float32, torch.float64),
-        )
-        if _on_cpu(temperature) and rows and not bool((temperature > 0).all()):
-            raise ValueError("temperature must be > 0 in every row")
-        temp = temperature.to(torch.float32)[:, None]
-    elif isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0; got {temperature}")
-        temp = float(temperature)
-    else:
-        raise TypeError(
-            f"temperature must be a float or a tensor; got {type(temperature).__name__}"
-        )
+    temp = _check_temperature(temperature, rows, logits.device)
     if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
         # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
         # as over the whole row) are scored: the same draw as over the masked row,
@@ -552,14 +549,24 @@ def top_k_sampling_from_logits(
     # A row without a distribution (its largest scaled logit not finite: all kept
     # logits -inf, a NaN or +inf among them, or logit / temperature past fp32) takes
     # its top-1: the largest kept logit, NaN largest, ties to the lowest column.
-    top = torch.argmax(base, dim=1)
+    top = cols.expand(rows, -1).gather(1, torch.argmax(base, dim=1, keepdim=True)).squeeze(1)
+    return _draw(scores, cols, top, seeds, generator)
+
+
+def _draw(scores, cols, top, seeds, generator) -> torch.Tensor:
+    """One column per row from the softmax of the fp32 ``scores`` ``[rows, m]`` over the
+    int64 columns ``cols`` (``[rows, m]`` or ``[1, m]``, ascending in each row so that
+    an exact tie in the Gumbel argmax goes to the lowest column). A row whose largest
+    score is not finite (no distribution) returns ``top[row]`` instead."""
+    rows = scores.shape[0]
     if seeds is not None:  # Gumbel-max
         best, pick = torch.max(scores - torch.log(-torch.log(_uniform_at(seeds, cols))), dim=1)
-        pick = torch.where(torch.isfinite(best), pick, top)
+        ok = torch.isfinite(best)
     else:
-        degenerate = ~torch.isfinite(scores.amax(dim=1))
+        ok = torch.isfinite(scores.amax(dim=1))
         probs = torch.softmax(scores, dim=1)
-        probs = torch.where(degenerate[:, None], 0.0, probs)
-        probs.scatter_add_(1, top[:, None], degenerate[:, None].to(probs.dtype))
-        pick = torch.multinomial(probs, 1, generator=generator)
-    return cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)
+        probs = torch.where(ok[:, None], probs, 0.0)
+        probs[:, 0] += (~ok).to(probs.dtype)  # any valid row for multinomial; replaced below
+        pick = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    tok = cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)
+    return torch.where(ok, tok, top)
