@@ -20,6 +20,9 @@ from deepselect.engine import (
     top_k_mask_logits,
     top_k_renorm_probs,
     top_k_sampling_from_logits,
+    top_k_sampling_from_probs,
+    top_k_top_p_sampling_from_logits,
+    top_k_top_p_sampling_from_probs,
 )
 from deepselect.lightning_indexer import lightning_indexer_scores, lightning_indexer_topk
 from deepselect.options import TopkOptions
@@ -541,3 +544,240 @@ def test_bad_page_ids_on_a_device_are_marked_not_wrapped(page_size):
     if page_size > 1:
         want[1, -page_size:] = -(2**31) + p[-page_size:] % page_size
     assert torch.equal(got, want)
+
+
+# ------------------------------------------------------- sampling from probs, top-k then top-p
+
+
+def ref_top_p(weights: list[float], ranked: list[int], p: float) -> list[int]:
+    """The smallest prefix of ``ranked`` (best first) holding ``p`` of its mass: rank j
+    stays while the ranks before it hold less than p; rank 0 always; NaN mass: rank 0."""
+    total = sum(weights[c] for c in ranked)
+    out, before = [], 0.0
+    for j, c in enumerate(ranked):
+        if j == 0 or p >= 1 or before < p * total:
+            out.append(c)
+        before += weights[c]
+    return out
+
+
+def ref_kept_sets(x: torch.Tensor, ks: list[int], weights: torch.Tensor, ps: list[float]):
+    """Bool [rows, V]: each row's exact top-k (Python sort), then its top-p prefix."""
+    xs, ws = x.double().tolist(), weights.double().tolist()
+    keep = torch.zeros(x.shape, dtype=torch.bool)
+    for r, k in enumerate(ks):
+        ranked = ref_ranked(xs[r], range(x.shape[1]))
+        if 0 < k < x.shape[1]:
+            ranked = ranked[:k]
+        keep[r, ref_top_p(ws[r], ranked, ps[r])] = True
+    return keep
+
+
+def gumbel_ref(scores: torch.Tensor, keep: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
+    """Gumbel-max over the kept columns with the library's per-(seed, column) uniforms."""
+    masked = torch.where(keep, scores, float("-inf"))
+    return torch.argmax(masked - torch.log(-torch.log(counter_uniform(seeds, scores.shape[1]))), 1)
+
+
+def dyadic_probs() -> torch.Tensor:
+    """Rows of exact binary fractions: ties at the k-th value and at the top-p cut."""
+    rows = [
+        [0.25, 0.25, 0.25, 0.25, 0, 0, 0, 0],
+        [0, 0.125, 0.25, 0.125, 0.125, 0.25, 0.125, 0],
+        [0.5, 0.0625, 0.0625, 0.125, 0.0625, 0.0625, 0.125, 0],
+        [0.125] * 8,
+        [0, 0, 0, 0, 0, 0, 0, 1.0],
+        [0.0625, 0.0625, 0.375, 0.0625, 0.0625, 0.125, 0.125, 0.125],
+    ]
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+TOP_P_CASES = [1.0, 0.5, 0.6, 0.25, 1e-9, 0.75]
+
+
+@pytest.mark.parametrize("p", TOP_P_CASES)
+def test_top_k_top_p_from_probs_matches_definition(p):
+    probs = dyadic_probs()
+    n = probs.shape[0]
+    seeds = torch.arange(n, dtype=torch.int64) * 7 + 1
+    for k in (0, 1, 2, 3, 5, 8, 9, [0, 2, 3, 8, -1, 4]):
+        kl = k if isinstance(k, list) else [k] * n
+        kt = torch.tensor(k) if isinstance(k, list) else k
+        keep = ref_kept_sets(probs, kl, probs, [p] * n)
+        want = gumbel_ref(torch.log(probs), keep, seeds)
+        got = top_k_top_p_sampling_from_probs(probs, kt, p, seeds=seeds)
+        assert torch.equal(got, want), (k, got, want)
+        pt = torch.full((n,), p, dtype=torch.float64)
+        assert torch.equal(top_k_top_p_sampling_from_probs(probs, kt, pt, seeds=seeds), want)
+        b = top_k_top_p_sampling_from_probs(
+            probs,
+            kt,
+            p,
+            generator=torch.Generator().manual_seed(len(kl) + k if isinstance(k, int) else 3),
+        )
+        assert bool(keep[torch.arange(n), b].all())
+
+
+def test_top_p_cut_ties_go_to_the_lowest_column():
+    probs = torch.tensor([[0.125, 0.25, 0.125, 0.25, 0.25]])
+    # p = 0.3: rank 0 is column 1, rank 1 column 3 (tie, lower first): mass before
+    # rank 1 is 0.25 < 0.3, so columns 1 and 3 stay, never column 4.
+    for s in range(200):
+        tok = int(top_k_top_p_sampling_from_probs(probs, 0, 0.3, seeds=torch.tensor([s]))[0])
+        assert tok in (1, 3)
+    # tiny p keeps only rank 0, whatever the seed
+    got = top_k_top_p_sampling_from_probs(probs.expand(50, 5), 0, 1e-9, seeds=torch.arange(50))
+    assert bool((got == 1).all())
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "nan_hotspots", "all_equal", "huge"])
+def test_top_k_top_p_from_logits_matches_definition(kind):
+    x = make(kind, 8, V, torch.float32, seed=41)
+    x[0, 3] = float("inf")  # +inf: no distribution, the row takes its top-1
+    x[1, :] = float("-inf")
+    x[1, 7] = 0.5  # one finite logit: always drawn
+    temp = torch.linspace(0.5, 2.0, 8)
+    # Cuts away from exact prefix masses (rounding would decide those; the exact
+    # ties at the cut are in the dyadic test above).
+    ps = [1.0, 0.93, 0.47, 1e-9, 0.31, 0.99, 0.67, 0.13]
+    seeds = torch.arange(8, dtype=torch.int64) * 13 + 5
+    for k in (0, 1, 5, V - 1, V, [0, 3, 10, V, -2, 1, 52, 20]):
+        kl = k if isinstance(k, list) else [k] * 8
+        kt = torch.tensor(k) if isinstance(k, list) else k
+        scaled = x / temp[:, None]
+        w = torch.softmax(torch.where(ref_keep(x, kl), scaled, float("-inf")), dim=1)
+        keep = ref_kept_sets(x, kl, w, ps)
+        want = gumbel_ref(scaled, keep, seeds)
+        pt = torch.tensor(ps)
+        got = top_k_top_p_sampling_from_logits(x, kt, pt, temperature=temp, seeds=seeds)
+        assert torch.equal(got, want), (k, got, want)
+        assert bool(keep[torch.arange(8), got].all())
+        if not bool(x.isnan().any()):
+            g = torch.Generator().manual_seed(9)
+            b = top_k_top_p_sampling_from_logits(x, kt, pt, temperature=temp, generator=g)
+            assert bool(keep[torch.arange(8), b].all())
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "all_equal", "signed_zeros"])
+def test_top_k_sampling_from_probs_matches_definition(kind):
+    probs = make(kind, 7, V, torch.float32, seed=43).abs()
+    probs[:, 0] += 1e-3
+    probs = probs / probs.sum(dim=1, keepdim=True)
+    seeds = torch.arange(7, dtype=torch.int64) + 100
+    for k in (0, 1, 4, V - 1, V, 60, [0, 1, 4, V, 60, -3, 9]):
+        kl = k if isinstance(k, list) else [k] * 7
+        kt = torch.tensor(k) if isinstance(k, list) else k
+        keep = ref_keep(probs, kl)
+        want = gumbel_ref(torch.log(probs), keep, seeds)
+        assert torch.equal(top_k_sampling_from_probs(probs, kt, seeds=seeds), want), k
+        b = top_k_sampling_from_probs(probs, kt, generator=torch.Generator().manual_seed(2))
+        assert bool(keep[torch.arange(7), b].all())
+    small = torch.tensor([1, 4, 9, 2, 9, 3, 5])
+    want = gumbel_ref(torch.log(probs), ref_keep(probs, small.tolist()), seeds)
+    assert torch.equal(top_k_sampling_from_probs(probs, small, seeds=seeds, k_max=9), want)
+
+
+def test_new_samplers_reproducible_and_batch_invariant():
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(5))
+    probs = torch.softmax(x, dim=1)
+    seeds = torch.tensor([11, 12, 13, 14, 15, 16])
+    k = torch.tensor([3, 0, 40, 7, 1, 20])
+    calls = [
+        lambda a, r: top_k_sampling_from_probs(torch.softmax(a, 1), k[r], **kw(r)),
+        lambda a, r: top_k_top_p_sampling_from_probs(torch.softmax(a, 1), k[r], 0.8, **kw(r)),
+        lambda a, r: top_k_top_p_sampling_from_logits(a, k[r], 0.8, temperature=0.7, **kw(r)),
+    ]
+    mode = {}
+
+    def kw(r):
+        if mode["m"] == "seeds":
+            return dict(seeds=seeds[r])
+        return dict(generator=torch.Generator().manual_seed(mode["g"]))
+
+    for call in calls:
+        for draw in range(5):
+            mode.update(m="seeds")
+            seeds += 100
+            full = call(x, slice(None))
+            assert torch.equal(full, call(x, slice(None)))
+            for r in range(6):
+                assert int(call(x[r : r + 1], slice(r, r + 1))[0]) == int(full[r])
+            mode.update(m="generator", g=draw)
+            assert torch.equal(call(x, slice(None)), call(x, slice(None)))
+    assert probs.shape == (6, 40)
+
+
+PROBS8 = torch.softmax(torch.tensor(LOGITS8, dtype=torch.float64), dim=0)
+
+
+@pytest.mark.parametrize("mode", ["probs_generator", "probs_seeds", "top_p_probs", "top_p_logits"])
+def test_new_samplers_distribution_chi_square(mode):
+    n, k = 40000, 4
+    top = ref_ranked(LOGITS8, range(8))[:k]  # 1, 4, 3, 6
+    pk = PROBS8[top] / PROBS8[top].sum()
+    support, want = top, pk
+    x = PROBS8.to(torch.float32).expand(n, 8).contiguous()
+    seeds = torch.arange(n, dtype=torch.int64) + 7 * 10**8
+    if mode == "probs_generator":
+        s = top_k_sampling_from_probs(x, k, generator=torch.Generator().manual_seed(3))
+    elif mode == "probs_seeds":
+        s = top_k_sampling_from_probs(x, torch.full((n,), k), seeds=seeds, k_max=5)
+    else:
+        # top-p 0.8 of the top-4 mass: ranks 1, 4, 3 (before rank 3: < 0.8), not 6.
+        cum = torch.cumsum(pk, 0)
+        assert float(cum[1]) < 0.8 < float(cum[2])
+        support, want = top[:3], pk[:3] / pk[:3].sum()
+        if mode == "top_p_probs":
+            s = top_k_top_p_sampling_from_probs(x, k, 0.8, seeds=seeds)
+        else:
+            t = 0.7
+            logits = torch.tensor(LOGITS8).expand(n, 8).contiguous()
+            pt = torch.softmax(torch.tensor(LOGITS8, dtype=torch.float64)[top] / t, 0)
+            assert float(pt[0] + pt[1]) < 0.8 < float(pt[:3].sum())
+            want = pt[:3] / pt[:3].sum()
+            s = top_k_top_p_sampling_from_logits(
+                logits, k, 0.8, temperature=t, generator=torch.Generator().manual_seed(4)
+            )
+    counts = torch.bincount(s, minlength=8).double()
+    assert counts.sum() == counts[support].sum(), "a sample fell outside the kept set"
+    stat = chi_square(counts[support], want)
+    crit = CHI2_DF3_P001 if len(support) == 4 else 13.816  # df 2 at 0.001
+    assert stat < crit, stat
+    # Power: the counts reject a slightly wrong renormalisation (the mass of the
+    # dropped tokens spread evenly over the kept ones).
+    dropped = 1 - float(PROBS8[support].sum()) if mode.startswith("probs") else 0.0
+    base = PROBS8[support] if mode != "top_p_logits" else want
+    wrong = base + (dropped if dropped else 0.1) / len(support)
+    wrong = wrong / wrong.sum()
+    assert chi_square(counts[support], wrong) > crit
+
+
+def test_new_samplers_validation():
+    probs = torch.full((2, 4), 0.25)
+    x = torch.randn(2, 4)
+    for f, a in (
+        (top_k_sampling_from_probs, ()),
+        (top_k_top_p_sampling_from_probs, (0.9,)),
+    ):
+        with pytest.raises(ValueError, match="probs must be >= 0"):
+            f(torch.tensor([[1.5, -0.5, 0.0, 0.0]]), 2, *a)
+        with pytest.raises(ValueError, match="probs must not hold NaN"):
+            f(torch.tensor([[float("nan"), 1.0, 0.0, 0.0]]), 2, *a)
+        with pytest.raises(ValueError, match="probs rows must sum to 1 within"):
+            f(torch.tensor([[0.25, 0.25, 0.25, 0.2]]), 2, *a)
+        with pytest.raises(ValueError, match="exclusive"):
+            f(probs, 2, *a, generator=torch.Generator(), seeds=torch.tensor([1, 2]))
+        with pytest.raises(ValueError, match="k must be >= 0"):
+            f(probs, -1, *a)
+        f(torch.tensor([[0.25, 0.25, 0.25, 0.25 + 5e-5]]), 2, *a)  # within tolerance
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="top_p must be in"):
+            top_k_top_p_sampling_from_probs(probs, 2, bad)
+        with pytest.raises(ValueError, match="top_p must be in"):
+            top_k_top_p_sampling_from_logits(x, 2, torch.tensor([0.5, bad]))
+    with pytest.raises(TypeError, match="top_p must be a float"):
+        top_k_top_p_sampling_from_logits(x, 2, "0.5")
+    with pytest.raises(ValueError, match="top_p must have shape"):
+        top_k_top_p_sampling_from_logits(x, 2, torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        top_k_top_p_sampling_from_logits(x, 2, 0.5, temperature=0.0)

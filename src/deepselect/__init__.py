@@ -16,6 +16,9 @@ from .engine import (
     top_k_mask_logits,
     top_k_renorm_probs,
     top_k_sampling_from_logits,
+    top_k_sampling_from_probs,
+    top_k_top_p_sampling_from_logits,
+    top_k_top_p_sampling_from_probs,
 )
 from .keys import from_keys, to_keys
 from .options import Order, TopkOptions
@@ -37,4 +40,7 @@ __all__ = [
     "top_k_mask_logits",
     "top_k_renorm_probs",
     "top_k_sampling_from_logits",
+    "top_k_sampling_from_probs",
+    "top_k_top_p_sampling_from_logits",
+    "top_k_top_p_sampling_from_probs",
 ]

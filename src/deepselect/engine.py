@@ -5,8 +5,9 @@ Two users of the library, in the words of their engines:
 * **Sparse-attention indexers** — :func:`indexer_topk` turns a ``[rows, max_len]``
   score matrix with per-row valid lengths into int32 token positions, optionally
   shifted into a ragged (flattened) key buffer or mapped through a paged KV cache.
-* **Samplers** — :func:`top_k_mask_logits`, :func:`top_k_renorm_probs` and
-  :func:`top_k_sampling_from_logits`, with ``k`` an int or a per-row tensor.
+* **Samplers** — :func:`top_k_mask_logits`, :func:`top_k_renorm_probs`,
+  :func:`top_k_sampling_from_logits`, :func:`top_k_sampling_from_probs` and the top-k/top-p
+  samplers, with ``k`` an int or a per-row tensor.
 
 Every argument that varies per row is a tensor read on its device: nothing here calls
 ``.item()``, ``.tolist()`` or reduces device data to a host value, so the operations are
@@ -23,6 +24,7 @@ from .api import check_dense, check_offset_tensor, topk_rows
 from .options import Order, TopkOptions
 
 _INT_DTYPES = (torch.int32, torch.int64)
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SCORE_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 # Slots are int32: a page id p is usable while p * page_size + page_size - 1 fits.
 _INT32_MAX = 2**31 - 1
@@ -479,6 +481,20 @@ def _unit_interval(h: torch.Tensor) -> torch.Tensor:
     return ((h >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
+def _check_temperature(temperature, rows: int, device: torch.device):
+    """A float ``> 0`` or a float ``[rows]`` tensor (values checked on the CPU only)."""
+    if isinstance(temperature, torch.Tensor):
+        _check_vector("temperature", temperature, rows, device, dtypes=_FLOAT_DTYPES)
+        if _on_cpu(temperature) and rows and not bool((temperature > 0).all()):
+            raise ValueError("temperature must be > 0 in every row")
+        return temperature.to(torch.float32)[:, None]
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {temperature}")
+        return float(temperature)
+    raise TypeError(f"temperature must be a float or a tensor; got {type(temperature).__name__}")
+
+
 def top_k_sampling_from_logits(
     logits: torch.Tensor,
     k: int | torch.Tensor,
@@ -512,31 +528,8 @@ def top_k_sampling_from_logits(
     rows, v = logits.shape
     if v == 0:
         raise ValueError("logits must have at least one column to sample from")
-    if generator is not None and seeds is not None:
-        raise ValueError("generator and seeds are exclusive: give one or neither")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
-    if seeds is not None:
-        _check_vector("seeds", seeds, rows, logits.device, dtypes=(torch.int64,))
-    if isinstance(temperature, torch.Tensor):
-        _check_vector(
-            "temperature",
-            temperature,
-            rows,
-            logits.device,
-            dtypes=(torch.float16, torch.bfloat16, torch.float32, torch.float64),
-        )
-        if _on_cpu(temperature) and rows and not bool((temperature > 0).all()):
-            raise ValueError("temperature must be > 0 in every row")
-        temp = temperature.to(torch.float32)[:, None]
-    elif isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0; got {temperature}")
-        temp = float(temperature)
-    else:
-        raise TypeError(
-            f"temperature must be a float or a tensor; got {type(temperature).__name__}"
-        )
+    _check_randomness(rows, logits.device, generator, seeds)
+    temp = _check_temperature(temperature, rows, logits.device)
     if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
         # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
         # as over the whole row) are scored: the same draw as over the masked row,
@@ -552,14 +545,249 @@ def top_k_sampling_from_logits(
     # A row without a distribution (its largest scaled logit not finite: all kept
     # logits -inf, a NaN or +inf among them, or logit / temperature past fp32) takes
     # its top-1: the largest kept logit, NaN largest, ties to the lowest column.
-    top = torch.argmax(base, dim=1)
+    top = cols.expand(rows, -1).gather(1, torch.argmax(base, dim=1, keepdim=True)).squeeze(1)
+    return _draw(scores, cols, top, seeds, generator)
+
+
+def _draw(scores, cols, top, seeds, generator) -> torch.Tensor:
+    """One column per row from the softmax of the fp32 ``scores`` ``[rows, m]`` over the
+    int64 columns ``cols`` (``[rows, m]`` or ``[1, m]``, ascending in each row so that
+    an exact tie in the Gumbel argmax goes to the lowest column). A row whose largest
+    score is not finite (no distribution) returns ``top[row]`` instead."""
+    rows = scores.shape[0]
     if seeds is not None:  # Gumbel-max
         best, pick = torch.max(scores - torch.log(-torch.log(_uniform_at(seeds, cols))), dim=1)
-        pick = torch.where(torch.isfinite(best), pick, top)
+        ok = torch.isfinite(best)
     else:
-        degenerate = ~torch.isfinite(scores.amax(dim=1))
+        ok = torch.isfinite(scores.amax(dim=1))
         probs = torch.softmax(scores, dim=1)
-        probs = torch.where(degenerate[:, None], 0.0, probs)
-        probs.scatter_add_(1, top[:, None], degenerate[:, None].to(probs.dtype))
-        pick = torch.multinomial(probs, 1, generator=generator)
-    return cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)
+        probs = torch.where(ok[:, None], probs, 0.0)
+        probs[:, 0] += (~ok).to(probs.dtype)  # any valid row for multinomial; replaced below
+        pick = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    tok = cols.expand(rows, -1).gather(1, pick.reshape(rows, 1)).squeeze(1)
+    return torch.where(ok, tok, top)
+
+
+# Row sums of probabilities must be within this of 1 on the CPU (checked in fp64): fp32
+# rounding over a vocabulary of ~10**6 stays far below it; 16-bit rows get 1e-2.
+PROBS_SUM_TOL = {
+    torch.float64: 1e-4,
+    torch.float32: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+
+
+def _check_randomness(rows: int, device: torch.device, generator, seeds) -> None:
+    if generator is not None and seeds is not None:
+        raise ValueError("generator and seeds are exclusive: give one or neither")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
+    if seeds is not None:
+        _check_vector("seeds", seeds, rows, device, dtypes=(torch.int64,))
+
+
+def _check_probs(probs) -> None:
+    """2-D floats; on the CPU also: no NaN, nothing negative, rows summing to 1 within
+    :data:`PROBS_SUM_TOL` (a device tensor is not read on the host)."""
+    _check_2d_float("probs", probs)
+    if probs.shape[1] == 0:
+        raise ValueError("probs must have at least one column to sample from")
+    if not _on_cpu(probs) or probs.numel() == 0:
+        return
+    if bool(probs.isnan().any()):
+        raise ValueError("probs must not hold NaN")
+    if bool((probs < 0).any()):
+        raise ValueError("probs must be >= 0")
+    tol = PROBS_SUM_TOL[probs.dtype]
+    err = (probs.to(torch.float64).sum(dim=1) - 1).abs()
+    if not bool((err <= tol).all()):  # inf sums fail here too
+        row = int(torch.argmax(torch.where(err.isnan(), float("inf"), err)))
+        raise ValueError(
+            f"probs rows must sum to 1 within {tol}; row {row} sums to "
+            f"{float(probs[row].double().sum())}"
+        )
+
+
+def _check_top_p(top_p, rows: int, device: torch.device):
+    """A float in (0, 1] or a float ``[rows]`` tensor (values checked on the CPU)."""
+    if isinstance(top_p, torch.Tensor):
+        _check_vector("top_p", top_p, rows, device, dtypes=_FLOAT_DTYPES)
+        if _on_cpu(top_p) and rows and not bool(((top_p > 0) & (top_p <= 1)).all()):
+            raise ValueError("top_p must be in (0, 1] in every row (NaN is not)")
+        return top_p.to(torch.float64)[:, None]
+    if isinstance(top_p, (int, float)) and not isinstance(top_p, bool):
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
+        return float(top_p)
+    raise TypeError(f"top_p must be a float or a tensor; got {type(top_p).__name__}")
+
+
+def _ranked_kept(x: torch.Tensor, k, k_max):
+    """Each row's top-k columns best first (value descending, NaN largest, ties to the
+    lowest column): int64 ``cols [rows, m]`` and bool ``kept [rows, m]`` (rank < k)."""
+    rows, v = x.shape
+    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
+        _, cols = topk_rows(x, k, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
+        return cols, torch.ones_like(cols, dtype=torch.bool)
+    keep = _keep_mask(x, k, k_max)  # validates k and k_max; whole rows for k <= 0, >= V
+    if rows == 0:
+        cols = torch.zeros((0, v), dtype=torch.int64, device=x.device)
+        return cols, torch.ones_like(cols, dtype=torch.bool)
+    _, cols = topk_rows(x, v, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
+    return cols, keep.gather(1, cols)
+
+
+def _top_p_draw(vals, weights, cols, kept, top_p, seeds, generator, from_probs: bool):
+    """Top-p over ranked columns, then the draw.
+
+    ``vals`` are the scores in rank order (logit / temperature, or the probabilities),
+    ``weights`` their probabilities within the top-k set (any positive scale). Rank j
+    stays when the mass of ranks < j is below ``top_p`` times the kept mass; rank 0
+    always stays, ``top_p >= 1`` keeps the whole top-k set."""
+    acc = torch.float64
+    w = torch.where(kept, weights.to(acc), torch.zeros((), dtype=acc, device=cols.device))
+    total = w.sum(dim=1, keepdim=True)
+    # Exclusive prefix sums as a shifted cumsum (subtracting w from it could round).
+    before = torch.cat([torch.zeros_like(w[:, :1]), torch.cumsum(w, dim=1)[:, :-1]], dim=1)
+    rank0 = torch.zeros_like(kept)
+    rank0[:, :1] = True
+    keep = kept & ((before < top_p * total) | rank0)
+    if isinstance(top_p, torch.Tensor):
+        keep = keep | (kept & (top_p >= 1))
+    elif top_p >= 1:
+        keep = kept
+    v32 = vals.to(torch.float32)
+    scores = torch.log(v32) if from_probs else v32
+    scores = torch.where(keep, scores, float("-inf"))
+    top = cols[:, 0]  # rank 0: the largest, NaN largest, ties to the lowest column
+    # Ascending columns, so an exact tie in the Gumbel argmax goes to the lowest column.
+    cols, perm = torch.sort(cols, dim=1)
+    return _draw(scores.gather(1, perm), cols, top, seeds, generator)
+
+
+def top_k_sampling_from_probs(
+    probs: torch.Tensor,
+    k: int | torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
+    seeds: torch.Tensor | None = None,
+    k_max: int | None = None,
+) -> torch.Tensor:
+    """Sample one token per row with probability proportional to ``probs`` over the
+    row's top-k (the kept probabilities renormalised).
+
+    Args:
+        probs: ``[rows, V]`` floats, each row >= 0 and summing to 1 within
+            :data:`PROBS_SUM_TOL` (checked on the CPU, ``ValueError`` naming ``probs``).
+        k, k_max: as in :func:`top_k_mask_logits` (``k <= 0`` or ``>= V``: whole row).
+        generator, seeds: as in :func:`top_k_sampling_from_logits`; with ``seeds`` the
+            draw is Gumbel-max over ``log(probs)`` of the kept columns.
+
+    Returns:
+        int64 ``[rows]`` token ids inside the row's top-k set. A row whose kept mass is
+        0 — or, on a device, where values are not checked, whose kept entries hold a
+        negative, NaN or infinite probability — returns its top-1 (the largest kept
+        probability, NaN largest, ties to the lowest column).
+
+    >>> int(top_k_sampling_from_probs(torch.tensor([[0.1, 0.6, 0.3]]), 1,
+    ...                               seeds=torch.tensor([3]))[0])
+    1
+    """
+    _check_probs(probs)
+    rows, v = probs.shape
+    _check_randomness(rows, probs.device, generator, seeds)
+    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
+        _, cols = topk_rows(
+            probs, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
+        )
+        base = probs.gather(1, cols).to(torch.float32)
+    else:
+        cols = torch.arange(v, dtype=torch.int64, device=probs.device)[None, :]
+        keep = _keep_mask(probs, k, k_max)
+        base = torch.where(keep, probs.to(torch.float32), float("-inf"))
+    top = cols.expand(rows, -1).gather(1, torch.argmax(base, dim=1, keepdim=True)).squeeze(1)
+    # log(-inf) is NaN: the masked entries go back to -inf, log(0) = -inf never wins.
+    scores = torch.where(base == float("-inf"), float("-inf"), torch.log(base))
+    return _draw(scores, cols, top, seeds, generator)
+
+
+def top_k_top_p_sampling_from_logits(
+    logits: torch.Tensor,
+    k: int | torch.Tensor,
+    top_p: float | torch.Tensor,
+    *,
+    temperature: float | torch.Tensor = 1.0,
+    generator: torch.Generator | None = None,
+    seeds: torch.Tensor | None = None,
+    k_max: int | None = None,
+) -> torch.Tensor:
+    """Sample one token per row after top-k, then top-p, over softmax(logits / temperature).
+
+    The exact top-k comes first; its tokens are ranked by logit descending, ties to the
+    lowest column, and the smallest prefix whose probability (renormalised over the
+    top-k) reaches ``top_p`` is kept: rank j stays when the ranks before it hold less
+    than ``top_p``. A tie at the cut goes to the lowest column; rank 0 always stays.
+
+    Args:
+        logits, k, k_max, temperature, generator, seeds: as in
+            :func:`top_k_sampling_from_logits`.
+        top_p: a float in ``(0, 1]`` or a float tensor ``[rows]``. On the CPU anything
+            else (NaN included) is a ``ValueError`` naming ``top_p``; on a device the
+            tensor is not read on the host: ``top_p <= 0`` or NaN keeps only the top-1,
+            ``top_p > 1`` keeps the whole top-k set.
+
+    Returns:
+        int64 ``[rows]`` token ids inside the kept set. Rows without a distribution
+        take their top-1 as in :func:`top_k_sampling_from_logits`.
+
+    >>> int(top_k_top_p_sampling_from_logits(torch.tensor([[0.0, 5.0, 1.0]]), 3, 0.5,
+    ...                                      seeds=torch.tensor([3]))[0])
+    1
+    """
+    _check_2d_float("logits", logits)
+    rows, v = logits.shape
+    if v == 0:
+        raise ValueError("logits must have at least one column to sample from")
+    _check_randomness(rows, logits.device, generator, seeds)
+    temp = _check_temperature(temperature, rows, logits.device)
+    p = _check_top_p(top_p, rows, logits.device)
+    cols, kept = _ranked_kept(logits, k, k_max)
+    scaled = logits.gather(1, cols).to(torch.float32) / temp
+    weights = torch.softmax(torch.where(kept, scaled, float("-inf")), dim=1)
+    return _top_p_draw(scaled, weights, cols, kept, p, seeds, generator, from_probs=False)
+
+
+def top_k_top_p_sampling_from_probs(
+    probs: torch.Tensor,
+    k: int | torch.Tensor,
+    top_p: float | torch.Tensor,
+    *,
+    generator: torch.Generator | None = None,
+    seeds: torch.Tensor | None = None,
+    k_max: int | None = None,
+) -> torch.Tensor:
+    """:func:`top_k_top_p_sampling_from_logits` over probabilities: top-k, then the
+    smallest prefix (probability descending, ties to the lowest column) holding
+    ``top_p`` of the kept mass, then a draw proportional to ``probs``.
+
+    Args:
+        probs: as in :func:`top_k_sampling_from_probs` (checked on the CPU).
+        k, k_max, generator, seeds: as in :func:`top_k_sampling_from_probs`.
+        top_p: as in :func:`top_k_top_p_sampling_from_logits`.
+
+    Returns:
+        int64 ``[rows]`` token ids inside the kept set; rows without a distribution
+        take their top-1 as in :func:`top_k_sampling_from_probs`.
+
+    >>> int(top_k_top_p_sampling_from_probs(torch.tensor([[0.1, 0.6, 0.3]]), 3, 0.5,
+    ...                                     seeds=torch.tensor([3]))[0])
+    1
+    """
+    _check_probs(probs)
+    rows, _ = probs.shape
+    _check_randomness(rows, probs.device, generator, seeds)
+    p = _check_top_p(top_p, rows, probs.device)
+    cols, kept = _ranked_kept(probs, k, k_max)
+    vals = probs.gather(1, cols)
+    return _top_p_draw(vals, vals, cols, kept, p, seeds, generator, from_probs=True)
