@@ -135,21 +135,55 @@ def test_compiled_kernel_runs_every_launch():
 
 
 def test_derived_key_tells_arguments_apart(fake_driver):
-    """Without a key, non-tensor arguments, tensor dtypes and keywords make one."""
+    """Without a key, integers by value, tensors by dtype and alignment, tuples by
+    their elements and other values by type and value make one: a repeated call with
+    new tensors of the same kind takes the bound launch with its own arguments."""
     fn = _FakeJit()
     x, y = torch.empty(8), torch.empty(8, dtype=torch.int32)
-    for args, kw in [
+    cases = [
         ((x, 10), {"B": 8}),
         ((x, 11), {"B": 8}),
+        ((x, 1), {"B": 8}),
+        ((x, True), {"B": 8}),  # True == 1, but a bool is another kernel
+        ((x, 1.0), {"B": 8}),
+        ((x, (10, x)), {"B": 8}),
+        ((x, (10, y)), {"B": 8}),
+        ((x, (10, x[1:])), {"B": 8}),  # not 16-byte aligned, inside a tuple
         ((y, 10), {"B": 8}),
+        ((x[1:], 10), {"B": 8}),
         ((x, 10), {"B": 16}),
         ((x, 10), {"B": 8, "FLAG": True}),
-    ]:
+    ]
+    for args, kw in cases:
         launch_cache.launch(fn, (1,), args, kw)
         launch_cache.launch(fn, (1,), args, kw)
-        assert fn.log[-2][0] == "slow" and fn.log[-1][0] == "fast"
+        assert fn.log[-2][0] == "slow" and fn.log[-1][0] == "fast", (args, kw)
         assert fn.log[-1][1][9:11] == args
-    assert fn.compiled == 5
+    assert fn.compiled == len(cases)
+    z = torch.empty(8)  # another tensor of x's kind, inside a tuple
+    launch_cache.launch(fn, (1,), (z, (10, z)), {"B": 8})
+    assert fn.log[-1][0] == "fast" and fn.log[-1][1][9] is z and fn.log[-1][1][10][1] is z
+    assert fn.compiled == len(cases)
     for _ in range(2):  # unhashable: Triton's path every time
         launch_cache.launch(fn, (1,), (x, 10), {"B": [8]})
-    assert fn.compiled == 7
+    assert fn.compiled == len(cases) + 2
+
+
+def test_switched_off_takes_tritons_path(fake_driver, monkeypatch):
+    monkeypatch.setattr(launch_cache, "ENABLED", False)
+    fn = _FakeJit()
+    x = torch.empty(8)
+    for _ in range(2):
+        launch_cache.launch(fn, (1,), (x, 10), {"B": 8})
+    assert [e[0] for e in fn.log] == ["slow", "slow"]
+
+
+def test_cached_wrapper_launches_through_the_cache(fake_driver):
+    fn = _FakeJit()
+    fn.name = "fake"
+    wrapped = launch_cache.cached(fn)
+    x = torch.empty(8)
+    for _ in range(3):
+        wrapped[(2,)](x, 10, B=8)
+    assert fn.compiled == 1 and [e[0] for e in fn.log] == ["slow", "fast", "fast"]
+    assert wrapped.name == "fake" and wrapped.params is fn.params

@@ -18,10 +18,14 @@ launcher then calls no hook) while no launch hook is set; with one set (a profil
 every call takes Triton's own path.
 
 What Triton would specialize on must be in the cache key, or a kernel compiled for
-one case would run on another: the caller's ``key`` fixes every argument that is not
-a tensor and every keyword argument; :func:`launch` adds the grid, the current device
-and each tensor argument's 16-byte alignment (the only thing about a tensor Triton
-specializes on besides its dtype, which the caller's key must fix too).
+one case would run on another. Unless the caller gives a key, :func:`launch` derives
+one (:func:`_arg_key`): integers by value (every specialization Triton makes of one:
+its width, whether it equals 1, whether 16 divides it, follows from the value), a
+tensor's dtype and 16-byte alignment, a tuple's elements, each so, and any other
+argument by type and value; keyword arguments (constexprs and launch options) by
+value. A launch site's integers are fixed by its call signature (shapes, strides,
+options), so repeated calls find their entry. :func:`launch` adds the grid and the
+current device.
 
 Under ``TRITON_INTERPRET=1`` ``JITFunction`` is an interpreter object that returns no
 compiled kernel: every call takes Triton's own path there.
@@ -29,6 +33,7 @@ compiled kernel: every call takes Triton's own path there.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -36,8 +41,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["launch", "clear"]
+__all__ = ["launch", "cached", "clear"]
 
+ENABLED = os.environ.get("DEEPSELECT_LAUNCH_CACHE", "1") not in ("", "0")
+"""DEEPSELECT_LAUNCH_CACHE=0: every launch takes Triton's own path (for a Triton whose
+launcher differs; read at import, settable at run time)."""
 _ALIGN = 16  # bytes: Triton's pointer specialization (tt.divisibility = 16)
 _LIMIT = 1024
 
@@ -89,18 +97,17 @@ def launch(
         grid: up to three ints.
         args: the positional arguments; everything that changes from call to call
             (tensors above all) must be here, not in ``kwargs``.
-        kwargs: constexprs and launch options (``num_warps``, ``maxnreg``...), fixed
-            by ``key``.
-        key: hashable; equal keys must mean equal non-tensor ``args``, equal tensor
-            dtypes and equal ``kwargs``. None: derived from them (non-tensor
-            arguments by value, tensors by dtype, keyword arguments by value; a few
-            microseconds for thirty arguments).
+        kwargs: constexprs and launch options (``num_warps``, ``maxnreg``...).
+        key: hashable; equal keys must mean equal specialization classes of ``args``
+            (see the module's docstring) and equal ``kwargs``. None: derived from
+            them (a microsecond or two for thirty arguments).
 
     A launch site ``kernel[grid](*args, **kw)`` becomes
-    ``launch_cache.launch(kernel, grid, args, kw)``.
+    ``launch_cache.launch(kernel, grid, args, kw)``, or keeps its form with the kernel
+    wrapped once by :func:`cached`.
     """
     grid = tuple(grid)
-    driver = _driver()
+    driver = _driver() if ENABLED else None
     if driver is None:
         fn[grid](*args, **kwargs)
         return
@@ -109,19 +116,16 @@ def launch(
         fn[grid](*args, **kwargs)  # a profiler is watching: Triton's path, with metadata
         return
     device = get_device()
-    align = tuple(a.data_ptr() % _ALIGN == 0 for a in args if isinstance(a, torch.Tensor))
-    if key is None:
-        try:
-            key = (
-                tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in args),
-                frozenset(kwargs.items()),
-            )
-            hash(key)
-        except TypeError:  # an unhashable argument: Triton's path
-            fn[grid](*args, **kwargs)
-            return
-    full = (key, fn, grid, device, align)
-    bound = _CACHE.get(full, False)
+    try:
+        if key is None:
+            key = (_arg_key(args), tuple(kwargs.items()))
+        else:
+            key = (key, tuple(_align(a) for a in args if isinstance(a, torch.Tensor)))
+        full = (key, fn, grid, device)
+        bound = _CACHE.get(full, False)
+    except TypeError:  # an unhashable argument: Triton's path
+        fn[grid](*args, **kwargs)
+        return
     if bound is False:
         kernel = fn[grid](*args, **kwargs)
         if len(_CACHE) >= _LIMIT:
@@ -135,6 +139,48 @@ def launch(
     g0, g1, g2 = bound.grid
     k.run(g0, g1, g2, get_stream(device), k.function, k.packed_metadata, None, None, None,
           *args, *bound.tail)  # fmt: skip
+
+
+class cached:  # noqa: N801 - used like the decorator-made kernels it wraps
+    """A ``@triton.jit`` kernel whose ``kernel[grid](*args, **kwargs)`` launches go
+    through :func:`launch`; every other attribute is the kernel's own."""
+
+    def __init__(self, fn: Any):
+        self.jit = fn
+
+    def __getitem__(self, grid):
+        fn = self.jit
+
+        def run(*args, **kwargs):
+            launch(fn, grid, args, kwargs)
+
+        return run
+
+    def __getattr__(self, name: str):
+        return getattr(self.jit, name)
+
+
+def _align(t: torch.Tensor) -> tuple:
+    return (t.dtype, t.data_ptr() % _ALIGN == 0)
+
+
+def _arg_key(args: Sequence[Any]) -> tuple:
+    """The derived key of positional arguments: integers (sizes, strides, flags) by
+    value, which fixes every specialization Triton makes of them; tensors by dtype and
+    16-byte alignment; tuples element by element; bools and floats by type and value
+    (``True == 1.0 == 1`` must not share a kernel); anything else by itself."""
+    out = []
+    for a in args:
+        t = type(a)
+        if t is int:
+            out.append(a)
+        elif t is tuple:
+            out.append(_arg_key(a))
+        elif isinstance(a, torch.Tensor):
+            out.append((a.dtype, a.data_ptr() % _ALIGN == 0))
+        else:
+            out.append((t, a))
+    return tuple(out)
 
 
 def _hooked(hook) -> bool:
