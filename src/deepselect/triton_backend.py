@@ -14,7 +14,7 @@ from functools import cache
 import torch
 import triton
 
-from . import reference
+from . import launch_cache, reference
 from ._log import log_launch
 from .ops.triton.common import NREG, THREADS, WORDS, _inf_bits
 from .ops.triton.filter import HIST_BYTES, filter_asm
@@ -37,6 +37,9 @@ from .oracle import run_oracle
 
 MAX_FAST_K = 4096
 """Largest k of the one-pass kernel; larger k takes the exact sort-based path."""
+
+# after a signature's first launch, launches skip Triton's per-call argument binding
+_rows_kernel = launch_cache.cached(deepselect_rows_kernel)
 
 
 
@@ -276,6 +279,7 @@ def check_variant(cfg: LaunchConfig, k: int, every: int) -> LaunchConfig:
     return dataclasses.replace(cfg, CAP=cap, B2=cap - k - every * cfg.B, check_every=every)
 
 
+@cache  # decided once per call shape: the rules' dataclass copies are host time per call
 def stream_config(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -> LaunchConfig:
     """The streaming kernel's launch for ``rows`` rows of ``n`` on ``sm_count`` SMs,
     from shapes only (the rules' measurements: docs/tuning.md).
@@ -459,7 +463,7 @@ def run_triton(
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     page_args, page_flags = page_arguments(page, out_indices)
     log_launch("triton-stream", x.dtype, x.shape, k, opt.order, grid=grid, asm=asm, config=cfg)
-    deepselect_rows_kernel[(grid,)](
+    _rows_kernel[(grid,)](
         raw,
         x.stride(0),
         rows,

@@ -16,6 +16,7 @@ from functools import cache
 import torch
 import triton
 
+from . import launch_cache
 from .ops.triton.common import _inf_bits
 from .ops.triton.launch import (
     _ORDER_CODE,
@@ -33,6 +34,11 @@ from .ops.triton.passes import radix_phases_kernel
 from .ops.triton.short import short_rows_kernel
 from .ops.triton.split import split_fused_kernel
 from .options import Order, TopkOptions
+
+# after a signature's first launch, launches skip Triton's per-call argument binding
+_short_kernel = launch_cache.cached(short_rows_kernel)
+_split_kernel = launch_cache.cached(split_fused_kernel)
+_passes_kernel = launch_cache.cached(radix_phases_kernel)
 
 
 def _can_launch_cooperatively() -> bool:
@@ -95,6 +101,7 @@ PASS_BITS = 8  # the digit of a radix pass
 PASS_MIN_K = 1  # the radix passes for k above this: at k = 1 the split is as cheap
 PASS_MAX_TILES = 6  # the most segments a program of the radix passes takes ...
 PASS_TILES_MAX_BITS = 16  # ... and only for keys this wide (wider: a pass more to read)
+PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, beat the stream
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
@@ -260,7 +267,12 @@ def _plan(
     row_bytes = n * bits // 8
     frac = cfg.split_rows[(row_bytes > MID_BYTES) + (row_bytes > LONG_BYTES)]
     if rows > 1 and rows >= frac * sm_count:
-        return None  # (one row always splits: a program alone leaves the rest idle)
+        # (one row always splits: a program alone leaves the rest idle). At large k the
+        # stream's threshold rejects little, and the radix passes win wherever one
+        # launch holds the rows' segments
+        if pkw and not by_value and kp >= PASS_OVER_STREAM_KP:
+            return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
+        return None
     L = cfg.nmax
     nseg = -(-n // L)
     levels = [Level(L, nseg, L, False, True, _warps(L))]
@@ -583,7 +595,7 @@ def run_short(
         if plan.grid_sync and (refused is None or grid[0] < refused):
             (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), True)
             try:
-                radix_phases_kernel[grid](*args, **kw)
+                _passes_kernel[grid](*args, **kw)
                 return
             except RuntimeError as e:  # more programs than the device holds at once
                 if "cooperative" not in str(e):
@@ -597,7 +609,7 @@ def run_short(
                     stacklevel=2,
                 )
         for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), False):
-            radix_phases_kernel[grid](*args, **kw)
+            _passes_kernel[grid](*args, **kw)
         return
     launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     if plan.in_launch:
@@ -611,7 +623,7 @@ def run_short(
         scr = out_indices  # unused unless a level prefilters
         if kw["PREFILTER"] or any(kw["PS"]):
             scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
-        split_fused_kernel[(rows * first.nseg,)](
+        _split_kernel[(rows * first.nseg,)](
             raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
             out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
             off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
@@ -630,7 +642,7 @@ def run_short(
         scr = out_indices  # unused unless the level prefilters
         if kw["PREFILTER"]:
             scr = torch.empty((rows * lv.nseg, kw["CAND"]), dtype=torch.int64, device=dev)
-        short_rows_kernel[(rows * lv.nseg,)](
+        _short_kernel[(rows * lv.nseg,)](
             raw,
             x.stride(0),
             x.stride(1),
