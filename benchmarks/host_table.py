@@ -1,4 +1,4 @@
-"""Per-call cost (issue 48's figures) in one command: import time, then on a GPU the
+"""Per-call cost in one command: import time, then on a GPU the
 host time of queued eager calls on a tiny input and eager against graph replay on
 three shapes; on a CPU-only machine the CPU backend's small, large and (with
 ``--load``) busy-core figures. Every result is checked against the oracle first. A
@@ -138,6 +138,17 @@ def gpu_tables(calls: int) -> None:
         "topk_rows": lambda: topk_rows(x, k),
         "indexer_topk": lambda: indexer_topk(x, lengths, k),
     }
+    def triton_path(fn):  # the same call with every launch through Triton's own binding
+        def call():
+            launch_cache.ENABLED = False
+            try:
+                fn()
+            finally:
+                launch_cache.ENABLED = True
+
+        return call
+
+    fns["  Triton's launch path"] = triton_path(fns["topk_rows"])
     # what a Triton launch costs by itself, through Triton's binding and straight to the
     # compiled launcher (deepselect.launch_cache)
     nop, buf = _nop_kernel(), torch.empty(1, device=dev)
@@ -174,6 +185,28 @@ def gpu_tables(calls: int) -> None:
         name = f"{r} x {nn} {str(dt).removeprefix('torch.')} k={kk} {order}"
         print(f"{name:34s} eager {e:8.1f} us  graph {g:8.1f} us  {e / g:5.2f}x")
         figure(f"GPU eager / graph: {name}", e / g, 1.15)
+
+
+def host_profile(calls: int) -> None:
+    """Where the host time of an eager call goes: cProfile over ``calls`` queued calls,
+    the functions with the most time of their own."""
+    import cProfile
+    import pstats
+
+    for r, nn, dt, kk in [(8, 4096, torch.bfloat16, 64), (256, 65_536, torch.bfloat16, 512)]:
+        xx = torch.randn(r, nn, device="cuda").to(dt)
+        for _ in range(20):
+            topk_rows(xx, kk)
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            topk_rows(xx, kk)
+        prof.disable()
+        torch.cuda.synchronize()
+        print(f"\n== host profile: topk_rows({r} x {nn} {dt}, k={kk}), {calls} calls; "
+              "own time first")  # fmt: skip
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
 
 # ------------------------------------------------------------------------- CPU
@@ -262,17 +295,22 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=2000, help="queued calls per GPU measurement")
     p.add_argument("--cpu", action="store_true", help="the CPU figures on a GPU machine too")
     p.add_argument("--load", action="store_true", help="CPU: also the quick cases under load")
+    p.add_argument("--profile", type=int, default=0, metavar="CALLS",
+                   help="GPU: also profile the host side of CALLS eager calls (cProfile)")
+    p.add_argument("--import-runs", type=int, default=5, help="fresh processes per import time")
     a = p.parse_args()
     t0 = time.perf_counter()
     print(f"deepselect {deepselect.__version__}, torch {torch.__version__}, "
           f"python {sys.version.split()[0]}, {torch.get_num_threads()} CPU threads")  # fmt: skip
-    import_times()
+    import_times(a.import_runs)
     if torch.cuda.is_available():
         print(f"GPU: {torch.cuda.get_device_name()}")
         gpu_tables(a.calls)
+        if a.profile:
+            host_profile(a.profile)
     if a.cpu or not torch.cuda.is_available():
         cpu_tables(a.load)
-    print(f"\n==== issue 48 figures ({time.perf_counter() - t0:.0f} s)")
+    print(f"\n==== per-call cost figures ({time.perf_counter() - t0:.0f} s)")
     w = max(len(s[0]) for s in SUMMARY)
     for name, got, target, verdict in SUMMARY:
         print(f"{name:{w}s}  {got:>8s}  {target:>9s}  {verdict}")

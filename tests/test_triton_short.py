@@ -783,6 +783,13 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert not plan(1, 2**23, 512).passes and not plan(7, 2**20, 512).passes
     assert plan(1, 2**20, 1231).pass_tiles == 1
     assert not plan(2, 2**20, 512, bits=32).passes  # 32-bit keys: one segment a program
+    # k > 1024: the passes also take rows that the split leaves to the stream
+    assert plan(64, 16384, 2048, bits=32).passes  # 128 segments of 8192, one a program
+    assert plan(64, 32768, 2048).pass_tiles == 2 and plan(32, 2**17, 1100).pass_tiles == 4
+    assert plan(64, 16384, 1024, bits=32) is None  # kp 1024: the stream
+    assert plan(64, 16384, 2048, bits=32, by_value=True) is None
+    assert plan(64, 32768, 2048, bits=32) is None  # 2 segments a program of 32-bit keys
+    assert plan(64, 2**17, 2048) is None and plan(512, 16384, 2048) is None  # too many
 
 
 @pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 750, 4, 6), (2, 700, 6, 2)])
