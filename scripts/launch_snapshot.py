@@ -196,21 +196,19 @@ def compile_launch(fn, sig: dict, kw: dict, ints: dict):
     import inspect
 
     import triton
-    from compile_check import launch_specialization
+    from compile_check import BUNDLED, launch_specialization, source
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     params = inspect.signature(fn.fn).parameters.values()
     defaults = {p.name: p.default for p in params if p.default is not p.empty}
-    consts = {**defaults, **kw}
+    consts = {**defaults, **BUNDLED.get(fn, ({}, {}))[1], **kw}
     opts = {o: consts.pop(o) for o in _LAUNCH_OPTS if o in consts}
-    names = [p.name for p in inspect.signature(fn.fn).parameters.values()]
-    sig = {name: sig[name] for name in names if name in sig}
+    sig = dict(sig)
     sig.update({name: "constexpr" for name in consts})
     attrs, ones = launch_specialization(fn, sig, ints)
     consts.update(ones)
     sig.update({name: "constexpr" for name in ones})
-    src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+    src = source(fn, sig, consts, attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
 
