@@ -29,7 +29,7 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_short
 from deepselect.ops.triton.launch import _fill_bits
-from deepselect.ops.triton.stream import deepselect_rows_kernel
+from deepselect.ops.triton.stream import ROWS_DEFAULTS, ROWS_GROUPS, deepselect_rows_kernel
 from deepselect.ops.triton.sync import SMEM_HIST_MARK
 from deepselect.options import Order, TopkOptions
 from deepselect.triton_backend import (
@@ -49,20 +49,56 @@ H200_SMS = 132
 def launch_specialization(fn, sig: dict, values: dict) -> tuple[dict, dict]:
     """What Triton's launch specializes, for a build without a GPU: every pointer
     16-byte aligned (torch's allocations are), and each integer argument of a known
-    value (``values``) a compile-time 1 where it is 1, divisible by 16 where it is.
-    Returns the ``ASTSource`` attributes and the constants to add."""
-    names = list(inspect.signature(fn.fn).parameters)
+    value (``values``) a compile-time 1 where it is 1, divisible by 16 where it is
+    (in a tuple parameter as well). Returns the attributes by argument name (see
+    :func:`source`) and the constants to add."""
     div16 = [["tt.divisibility", 16]]
     attrs, ones = {}, {}
     for name, t in sig.items():
         if t.startswith("*"):
-            attrs[(names.index(name),)] = div16
+            attrs[name] = div16
         elif t != "constexpr" and name in values:
             if values[name] == 1:
                 ones[name] = 1
             elif values[name] % 16 == 0:
-                attrs[(names.index(name),)] = div16
+                attrs[name] = div16
     return attrs, ones
+
+
+# kernels with tuple parameters: how they bundle their arguments, and the defaults
+BUNDLED = {deepselect_rows_kernel: (ROWS_GROUPS, ROWS_DEFAULTS)}
+
+
+def source(fn, sig: dict, consts: dict, attrs: dict) -> ASTSource:
+    """``fn`` to compile, from its arguments by name: ``sig`` their types
+    ("constexpr" for the compile-time ones), ``consts`` the compile-time values (a
+    bundled one left out: its default), ``attrs`` as :func:`launch_specialization`
+    gives them; a tuple parameter's members at their paths, one wholly compile-time
+    as one tuple."""
+    groups, defaults = BUNDLED.get(fn, ({}, {}))
+    consts = {**defaults, **consts}
+    signature, constexprs, paths = {}, {}, {}
+    for i, p in enumerate(fn.params):
+        members = groups.get(p.name)
+        if members is None:
+            paths[p.name] = (i,)
+            signature[p.name] = sig.get(p.name, "constexpr")
+            if signature[p.name] == "constexpr" and p.name in consts:
+                constexprs[(i,)] = consts[p.name]
+            continue
+        types = tuple(sig.get(m, "constexpr") for m in members)
+        if p.is_constexpr:
+            signature[p.name] = "constexpr"
+            constexprs[(i,)] = tuple(consts[m] for m in members)
+            continue
+        signature[p.name] = types
+        for j, m in enumerate(members):
+            paths[m] = (i, j)
+            if types[j] == "constexpr":
+                constexprs[(i, j)] = consts[m]
+    return ASTSource(
+        fn, signature, constexprs=constexprs, attrs={paths[n]: a for n, a in attrs.items()}
+    )
 
 
 def call_defaults(dtype) -> dict:
@@ -156,7 +192,7 @@ def compile_rows_kernel(
     consts.update(ones)
     for name in consts:
         sig[name] = "constexpr"
-    src = ASTSource(deepselect_rows_kernel, sig, constexprs=consts, attrs=attrs)
+    src = source(deepselect_rows_kernel, sig, consts, attrs)
     return triton.compile(
         src,
         target=GPUTarget("cuda", 90, 32),
@@ -215,7 +251,7 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, by_ph
         attrs, ones = launch_specialization(kernel, sig, values)
         consts.update(ones)
         sig.update({name: "constexpr" for name in ones})
-        src = ASTSource(kernel, sig, constexprs=consts, attrs=attrs)
+        src = source(kernel, sig, consts, attrs)
         c = triton.compile(src, GPUTarget("cuda", 90, 32), options=opts)
         out.append((lv, opts.get("maxnreg"), c))
     return triton_short.describe(plan), out

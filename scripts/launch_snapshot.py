@@ -169,9 +169,25 @@ def _own_name(m: re.Match) -> str:
     return own.group(1) if own else m.group(0)
 
 
+# the labels line info places around inlined calls (``$L__tmpN:``, referenced only from
+# the debug sections): a call split out into a helper adds some and renumbers the rest
+_DEBUG_LABEL = re.compile(r"^\$L__tmp\d+:\s*$")
+# parameter names, ``<kernel>_param_<n>``: positional, so the same where a kernel's
+# arguments are bundled into tuples in the same order; its name is dropped
+_PARAM = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*?(_param_\d+)\b")
+
+
 def ptx_hash(ptx: str) -> str:
+    """The PTX without what follows source positions or names rather than code: the
+    debug sections, ``.loc``/``.file`` lines and comments, line info's ``$L__tmpN``
+    labels, noinline functions' mangled names (their own name kept) and the kernel's
+    name in its parameters' names (``_param_<n>`` kept)."""
     body = re.split(r"\.section\s+\.debug", ptx, maxsplit=1)[0]
-    lines = [_MANGLED.sub(_own_name, ln) for ln in body.splitlines() if not _DEBUG.match(ln)]
+    lines = [
+        _PARAM.sub(r"\1", _MANGLED.sub(_own_name, ln))
+        for ln in body.splitlines()
+        if not _DEBUG.match(ln) and not _DEBUG_LABEL.match(ln)
+    ]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
@@ -180,21 +196,19 @@ def compile_launch(fn, sig: dict, kw: dict, ints: dict):
     import inspect
 
     import triton
-    from compile_check import launch_specialization
+    from compile_check import BUNDLED, launch_specialization, source
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     params = inspect.signature(fn.fn).parameters.values()
     defaults = {p.name: p.default for p in params if p.default is not p.empty}
-    consts = {**defaults, **kw}
+    consts = {**defaults, **BUNDLED.get(fn, ({}, {}))[1], **kw}
     opts = {o: consts.pop(o) for o in _LAUNCH_OPTS if o in consts}
-    names = [p.name for p in inspect.signature(fn.fn).parameters.values()]
-    sig = {name: sig[name] for name in names if name in sig}
+    sig = dict(sig)
     sig.update({name: "constexpr" for name in consts})
     attrs, ones = launch_specialization(fn, sig, ints)
     consts.update(ones)
     sig.update({name: "constexpr" for name in ones})
-    src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+    src = source(fn, sig, consts, attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
 
 

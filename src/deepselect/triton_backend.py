@@ -26,11 +26,12 @@ from .ops.triton.launch import (
     _fill_bits,
     _interpreting,
     _next_pow2,
+    bundle,
     occupancy_cap,
     page_arguments,
     row_arguments,
 )
-from .ops.triton.stream import deepselect_rows_kernel
+from .ops.triton.stream import ROWS_DEFAULTS, ROWS_GROUPS, deepselect_rows_kernel
 from .ops.triton.sync import ring_base_asm, ring_bytes, ring_read_asm
 from .options import Order, TopkOptions
 from .oracle import run_oracle
@@ -40,7 +41,6 @@ MAX_FAST_K = 4096
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
 _rows_kernel = launch_cache.cached(deepselect_rows_kernel)
-
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,6 @@ def raise_fits(kp: int, ring: int) -> bool:
     """Whether the histogram of ``LaunchConfig.raise_every`` fits beside a ring of
     ``ring`` stages and the kernel's own shared memory (as :func:`ring_stages_max`)."""
     return own_smem(kp) + ring_bytes(ring) + HIST_BYTES <= LAUNCH_SMEM
-
-
 
 
 RAISE_EVERY = 8
@@ -261,8 +259,6 @@ def kernel_constants(
     )
 
 
-
-
 def occupancy_variant(cfg: LaunchConfig, programs_per_sm: int) -> LaunchConfig:
     """``cfg`` with ``programs_per_sm`` programs per SM at the register cap that fits
     them."""
@@ -335,13 +331,13 @@ def stream_shape(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -
     return cfg
 
 
-_constants = cache(kernel_constants)  # one dict per call shape: no per-call rebuild
-
-
-
-
-
-
+@cache  # one dict per call shape: no per-call rebuild
+def _constants(dtype: torch.dtype, cfg: LaunchConfig, diag: tuple, page_flags: tuple, **kw) -> dict:
+    """:func:`kernel_constants` with the diagnostics' flags ``(PROFILE, PRESET)`` and the
+    page map's (``(name, value)`` pairs), bundled as the kernel's tuple parameters
+    take them (``ROWS_GROUPS``)."""
+    flat = dict(kernel_constants(dtype, cfg, **kw), PROFILE=diag[0], PRESET=diag[1])
+    return bundle(ROWS_GROUPS, dict(flat, **dict(page_flags)), ROWS_DEFAULTS)
 
 
 def _check_buffer(cfg: LaunchConfig) -> None:
@@ -349,10 +345,6 @@ def _check_buffer(cfg: LaunchConfig) -> None:
     slack B2 is at least 1."""
     if cfg.CAP // 8 <= cfg.check_every * (cfg.B // 8) or cfg.B2 < 1:
         raise ValueError(f"launch config {cfg}: the buffer cannot hold check_every blocks")
-
-
-
-
 
 
 @cache
@@ -464,32 +456,24 @@ def run_triton(
     page_args, page_flags = page_arguments(page, out_indices)
     log_launch("triton-stream", x.dtype, x.shape, k, opt.order, grid=grid, asm=asm, config=cfg)
     _rows_kernel[(grid,)](
-        raw,
-        x.stride(0),
-        rows,
-        n,
-        begin,
-        end,
-        off_ptr,
-        off_scalar,
-        ov,
-        out_indices,
-        ov.stride(0) if write_values else 0,
-        out_indices.stride(0),
-        scratch_k,
-        scratch_i,
-        scratch_n,
+        (raw, x.stride(0), rows, n),
+        (begin, end, off_ptr, off_scalar),
+        (ov, out_indices, ov.stride(0) if write_values else 0, out_indices.stride(0)),
+        (scratch_k, scratch_i, scratch_n),
         k,
         cfg.B2,
-        opt.fill_index,
-        _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype),
+        (opt.fill_index, _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)),
         seed,
-        profile if profile is not None else out_indices,
-        preset if preset is not None else out_indices,
-        *page_args,
+        (
+            profile if profile is not None else out_indices,
+            preset if preset is not None else out_indices,
+        ),
+        page_args,
         **_constants(
             x.dtype,
             cfg,
+            (profile is not None, preset is not None),
+            tuple(page_flags.items()),
             largest=opt.largest,
             order=opt.order,
             has_window=has_window,
@@ -498,9 +482,6 @@ def run_triton(
             asm=asm,
             vec=asm and _vec_aligned(x),
         ),
-        PROFILE=profile is not None,
-        PRESET=preset is not None,
-        **page_flags,
         num_warps=NUM_WARPS,
         **({} if cfg.maxnreg is None or _interpreting() else {"maxnreg": cfg.maxnreg}),
     )

@@ -66,6 +66,20 @@ def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tup
     )
 
 
+def bundle(groups: dict, flat: dict, defaults: dict | None = None) -> dict:
+    """Keyword arguments by name (``flat``, where a member of a group left out takes
+    its value from ``defaults``) as a kernel with tuple parameters takes them: each
+    group of ``groups`` (a parameter's name and the names it bundles, in order) as one
+    tuple, where it holds one of them or ``defaults`` all; the rest (launch options
+    among them) as they are."""
+    defaults = defaults or {}
+    out = dict(flat)
+    for name, members in groups.items():
+        if any(m in out for m in members) or all(m in defaults for m in members):
+            out[name] = tuple(out.pop(m) if m in out else defaults[m] for m in members)
+    return out
+
+
 def _fill_bits(value: float, dtype: torch.dtype) -> int:
     """The raw bit pattern of ``value`` in ``dtype`` (as the kernel's int16/int32 view),
     cached by the value's bits: -0.0 equals 0.0 as a key, and a NaN equals nothing."""

@@ -117,29 +117,38 @@ from .sync import (
 
 @triton.jit
 def _warp_step(
-    w0, w1, w2, w3, w4, w5, w6, w7, xw_row, ja, jl, a, mm, p, first, lo, hi, i, nblk,
-    wc32, woff32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-    acc, sample_n, sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
-    LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    w, xw_row, ja, jl, order, pos, i, wc32, lanes, thr, count, cur, scr, k, B2, acc, sample_n,
+    KEYS: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr, PROFILE: tl.constexpr,
+    SAMPLE_Z: tl.constexpr,
 ):  # fmt: skip
     """One step of an independently streaming warp (W32): filter block ``ja`` from the
-    words ``w*`` and reload them with block ``jl`` (two blocks ahead; ``ja`` becomes
-    ``jl``, which advances in the order of :func:`_next_block`), or, when this warp
-    is done, nap; then poll, and meet the others if a compaction is wanted or all are
-    done. PROFILE: ``acc`` ([32], this warp's) accumulates
-    in lanes 0..4 the cycles of the filter (compare and hit path) and of the
-    meetings, the meetings, the hits and the blocks with hits (see :func:`_acc`).
-    ``tva``/``tvp``: the filter's compare values (:func:`_coarse_pair`), renewed with
-    the threshold. Returns the words, cursors, progress, stream state and ``acc``."""
+    words ``w`` (eight) and reload them with block ``jl`` (two blocks ahead; ``ja``
+    becomes ``jl``, which advances in the order of :func:`_next_block`: ``order`` is
+    its ``(a, mm, p)``), or, when this warp is done, nap; then poll, and meet the
+    others if a compaction is wanted or all are done. ``pos``: the row's ``(first,
+    lo, hi, nblk)``; ``lanes``: this thread's ``(woff32, warp32, sb32)``; ``thr``: the
+    threshold ``(tk, ti)`` and the filter's compare values ``(tva, tvp)``
+    (:func:`_coarse_pair`), renewed with it; ``scr``: the program's ``(scr_k, scr_i,
+    cnt_ptr)``. PROFILE: ``acc`` ([32], this warp's) accumulates in lanes 0..4 the
+    cycles of the filter (compare and hit path) and of the meetings, the meetings,
+    the hits and the blocks with hits (see :func:`_acc`). Returns the words, cursors,
+    progress, stream state and ``acc``."""
+    w0, w1, w2, w3, w4, w5, w6, w7 = w
+    a, mm, p = order
+    first, lo, hi, nblk = pos
+    woff32, warp32, sb32 = lanes
+    tk, ti, tva, tvp = thr
+    B: tl.constexpr = SHAPE[0]
+    CAP: tl.constexpr = SHAPE[1]
+    KEY_BITS: tl.constexpr = KEYS[0]
     # the other warps' state, read before the filter: a warp sees a wanted-flag one
     # step later than a read after it would, and its own region still has room for
     # that step (each warp checks its own count after every block)
     d0, d1, wanted, _ = _sync_read(wc32, sb32)
     if i < nblk:
         wc32, acc = _warp_filter(
-            w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
-            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE,
+            w, ja, (first, lo, hi), woff32, warp32, thr, wc32, scr, cur, acc, KEY_BITS, FILTER,
+            B, CAP, PROFILE,
         )  # fmt: skip
         w0, w1, w2, w3, w4, w5, w6, w7 = _load32(
             xw_row, jl, first, woff32, lo, hi, nblk, i + 2 < nblk, B, KEY_BITS
@@ -148,22 +157,27 @@ def _warp_step(
         ja = jl  # the block this word set now holds
         jl = jn
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
-        i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
-        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, PROFILE,
-        SAMPLE_Z,
+        i, nblk, wc32, (d0, d1, wanted), sb32, warp32, (tk, ti, tva, tvp), count, cur, scr, k,
+        B2, acc, sample_n, KEYS, SHAPE, PROFILE, SAMPLE_Z,
     )  # fmt: skip
     return w0, w1, w2, w3, w4, w5, w6, w7, ja, jl, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
 
 @triton.jit
 def _warp_filter(
-    w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
-    wc32, scr_k, scr_i, cur, acc, KEY_BITS: tl.constexpr, FILTER: tl.constexpr,
-    B: tl.constexpr, CAP: tl.constexpr, PROFILE: tl.constexpr, hreg=0, hbase=0,
-    HIST: tl.constexpr = False,
+    w, ja, pos, woff32, warp32, thr, wc32, scr, cur, acc, KEY_BITS: tl.constexpr,
+    FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr, PROFILE: tl.constexpr, hreg=0,
+    hbase=0, HIST: tl.constexpr = False,
 ):  # fmt: skip
-    """A warp's filter of its words of block ``ja`` (W32): the hits appended to its
-    region of half ``cur``. Returns its count and the profile counters (PROFILE)."""
+    """A warp's filter of its words ``w`` (eight) of block ``ja`` (W32; ``pos``: the
+    row's ``(first, lo, hi)``, ``thr``: ``(tk, ti, tva, tvp)``, ``scr``: ``(scr_k,
+    scr_i, ...)``): the hits appended to its region of half ``cur``. Returns its count
+    and the profile counters (PROFILE)."""
+    w0, w1, w2, w3, w4, w5, w6, w7 = w
+    first, lo, hi = pos
+    tk, ti, tva, tvp = thr
+    scr_k = scr[0]
+    scr_i = scr[1]
     S: tl.constexpr = CAP // NREG
     PER_WORD: tl.constexpr = 32 // KEY_BITS
     if PROFILE:
@@ -182,10 +196,9 @@ def _warp_filter(
 
 @triton.jit
 def _step_end(
-    i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
-    cnt_ptr, k, B2, acc, sample_n, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr, LARGEST: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, RAISE: tl.constexpr = 0, d3=0,
+    i, nblk, wc32, sync, sb32, warp32, thr, count, cur, scr, k, B2, acc, sample_n,
+    KEYS: tl.constexpr, SHAPE: tl.constexpr, PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr,
+    RAISE: tl.constexpr = 0, d3=0,
 ):  # fmt: skip
     """The end of a warp's step (W32): one block more filtered (``i < nblk``: the step
     filtered one; this warp's done byte set after its last), or a nap if this warp was
@@ -193,7 +206,17 @@ def _step_end(
     ``wanted``), and meet the others if a compaction is wanted or all are done.
     Returns the blocks filtered, this warp's count, the threshold and its compare
     values, the buffer's count and half, whether the row is done, and the profile
-    counters."""
+    counters. ``sync``: ``(d0, d1, wanted)``; ``thr``: ``(tk, ti, tva, tvp)``;
+    ``scr``: ``(scr_k, scr_i, cnt_ptr)``."""
+    d0, d1, wanted = sync
+    tk, ti, tva, tvp = thr
+    scr_k, scr_i, cnt_ptr = scr
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[4]
+    B: tl.constexpr = SHAPE[0]
+    CAP: tl.constexpr = SHAPE[1]
     S: tl.constexpr = CAP // NREG
     LIMIT: tl.constexpr = S - B // NREG  # a region this full takes no more
     fin = i * 0
@@ -228,25 +251,32 @@ def _step_end(
 
 @triton.jit
 def _ring_step(
-    slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk, wc32, woff32, warp32,
-    lane32, tk, ti, tva, tvp, count, cur, scr_k, scr_i, cnt_ptr, k, B2, acc, sample_n,
-    sb32, KEY_BITS: tl.constexpr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr,
-    LARGEST: tl.constexpr, FILTER: tl.constexpr, B: tl.constexpr, CAP: tl.constexpr,
-    PROFILE: tl.constexpr, SAMPLE_Z: tl.constexpr, RING: tl.constexpr,
-    RING_READ: tl.constexpr, hreg=0, hbase=0,
+    slot0, js, xw_row, order, pos, i, wc32, lanes, thr, count, cur, scr, k, B2, acc, sample_n,
+    KEYS: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr, PROFILE: tl.constexpr,
+    SAMPLE_Z: tl.constexpr, RING: tl.constexpr, RING_READ: tl.constexpr, hist=(0, 0),
     RAISE: tl.constexpr = 0, ENDS_FIRST: tl.constexpr = False,
 ):  # fmt: skip
     """One step of an independently streaming warp through its ring (RING > 0, see
     :func:`ring_base_asm`): filter block ``i`` of the order from its stage ``i mod
     RING`` (the stage's block in lane ``i mod RING`` of ``jq``), then copy block ``i +
-    RING`` into that stage (``j1``, ``j3``: blocks ``i + RING - 1`` and ``- 3`` of the
-    order, :func:`_next_block`; ENDS_FIRST: the row's ends are blocks 0 and 1 of the
-    order (``p = 0``), so every block the loop copies, ``i + RING >= 3``, is the middle
-    block after ``j1``).
-    RAISE > 0: the hits counted in the histogram ``hreg`` (from key ``hbase``), this
-    warp's offer of a key every 8 * RAISE blocks (at its turn) and the offered key
-    taken (see HIST_BINS).
+    RING`` into that stage (``js``: ``(jq, j1, j2, j3)``; ``j1``, ``j3``: blocks ``i +
+    RING - 1`` and ``- 3`` of the order, :func:`_next_block`; ENDS_FIRST: the row's
+    ends are blocks 0 and 1 of the order (``p = 0``), so every block the loop copies,
+    ``i + RING >= 3``, is the middle block after ``j1``). ``lanes``: this thread's
+    ``(woff32, warp32, lane32, sb32)``; the rest as :func:`_warp_step` takes them.
+    RAISE > 0: the hits counted in the histogram ``hist = (hreg, hbase)`` (from key
+    ``hbase``), this warp's offer of a key every 8 * RAISE blocks (at its turn) and
+    the offered key taken (see HIST_BINS).
     Then poll and meet as :func:`_warp_step` does."""
+    jq, j1, j2, j3 = js
+    a, mm, p = order
+    first, lo, hi, nblk = pos
+    woff32, warp32, lane32, sb32 = lanes
+    tk, ti, tva, tvp = thr
+    hreg, hbase = hist
+    B: tl.constexpr = SHAPE[0]
+    CAP: tl.constexpr = SHAPE[1]
+    KEY_BITS: tl.constexpr = KEYS[0]
     d0, d1, wanted, d3 = _sync_read(wc32, sb32)
     if i < nblk:
         if (RING & (RING - 1)) == 0:  # (a mask: a signed modulo takes four instructions)
@@ -257,9 +287,8 @@ def _ring_step(
         w0, w1, w2, w3, w4, w5, w6, w7 = _ring_read(slot, RING_READ)
         ja = _lane_pick(jq, st)
         wc32, acc = _warp_filter(
-            w0, w1, w2, w3, w4, w5, w6, w7, ja, first, woff32, warp32, lo, hi, tk, ti, tva, tvp,
-            wc32, scr_k, scr_i, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE, hreg, hbase,
-            RAISE > 0,
+            (w0, w1, w2, w3, w4, w5, w6, w7), ja, (first, lo, hi), woff32, warp32, thr, wc32,
+            scr, cur, acc, KEY_BITS, FILTER, B, CAP, PROFILE, hreg, hbase, RAISE > 0,
         )  # fmt: skip
         q = i + RING
         if ENDS_FIRST:
@@ -278,9 +307,8 @@ def _ring_step(
             if (due & (8 * RAISE - 1)) == 0:
                 _raise_offer(hreg, hbase, k, wc32)
     i, wc32, tk, ti, tva, tvp, count, cur, fin, acc = _step_end(
-        i, nblk, wc32, d0, d1, wanted, sb32, warp32, tk, ti, tva, tvp, count, cur, scr_k, scr_i,
-        cnt_ptr, k, B2, acc, sample_n, KEY_BITS, KEY_MASK, SIGN, LARGEST, B, CAP, PROFILE,
-        SAMPLE_Z, RAISE, d3,
+        i, nblk, wc32, (d0, d1, wanted), sb32, warp32, (tk, ti, tva, tvp), count, cur, scr, k,
+        B2, acc, sample_n, KEYS, SHAPE, PROFILE, SAMPLE_Z, RAISE, d3,
     )  # fmt: skip
     return jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin, acc
 
@@ -368,85 +396,489 @@ def _check(
     return tk, ti, count, cur, wcnt, rc, pc
 
 
+ROWS_GROUPS = dict(
+    xin=("x_ptr", "stride_x", "rows", "N"),
+    win=("begin_ptr", "end_ptr", "off_ptr", "off_scalar"),
+    out=("ov_ptr", "oi_ptr", "stride_ov", "stride_oi"),
+    scratch=("cand_key_ptr", "cand_idx_ptr", "cand_cnt_ptr"),
+    fills=("fill_index", "fill_bits"),
+    diag=("prof_ptr", "preset_ptr"),
+    page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
+    KEYS=("KEY_BITS", "KEY_MASK", "SIGN", "INF_BITS", "LARGEST"),
+    FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
+    SHAPE=("B", "CAP", "KP", "CHECK_EVERY", "VEC"),
+    WARPS=("W32", "RING", "RING_BASE", "RING_READ", "RAISE"),
+    SAMPLE=("SAMPLE_Z", "SAMPLE_PRE", "SAMPLE_TOL", "SAMPLE_KEYS", "SAMPLE_CHUNK",
+            "SAMPLE_BLOCKS", "SAMPLE_RADIX", "SAMPLE_BITS"),
+    DIAG=("PROFILE", "PRESET"),
+    PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
+)  # fmt: skip
+"""How :func:`deepselect_rows_kernel` bundles its arguments: each tuple parameter and
+the arguments it holds, in order (see ``launch.bundle``)."""
+
+ROWS_DEFAULTS = dict(
+    CHECK_EVERY=1, VEC=False, W32=False, RING=0, RING_BASE="", RING_READ="", RAISE=0,
+    SAMPLE_Z=5.0, SAMPLE_PRE=False, SAMPLE_TOL=0, SAMPLE_KEYS=0, SAMPLE_CHUNK=0,
+    SAMPLE_BLOCKS=2, SAMPLE_RADIX=False, SAMPLE_BITS=0, PROFILE=False, PRESET=False,
+    PAGED=False, PAGE_SHIFT=0, HAS_R2B=False,
+)  # fmt: skip
+"""The bundled compile-time arguments a launch may leave out."""
+
+
+@triton.jit
+def _row_plan(row, N, win, seed, m_prev, a_prev, B: tl.constexpr, HAS_WINDOW: tl.constexpr,
+              SAMPLE_BLOCKS: tl.constexpr, PRESET: tl.constexpr):  # fmt: skip
+    """Row ``row``'s window ``[lo, hi)``, its first block and block count, and its
+    data-independent block order: ``(m, mm, a, p, c)`` (see the module docstring);
+    ``a`` computed again only where the middle blocks' count ``mm`` differs from the
+    last row's (``m_prev``, whose stride was ``a_prev``); the sample's size."""
+    if HAS_WINDOW:
+        lo, hi = _window(win[0], win[1], row, N, HAS_WINDOW)
+    else:
+        lo = row * 0
+        hi = lo + N
+    first = lo // B
+    nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
+    # data-independent block order (reference.block_at): the middle blocks
+    # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
+    # at p and p + 1, right after the first compaction's sample (a region
+    # fills within CAP / B blocks while every element is a candidate); the ring's
+    # loop with the sample's bound from registers takes them first (p = 0)
+    m = tl.maximum(nblk, 1)
+    mm = tl.maximum(m - 2, 1)
+    h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
+    h = h ^ (h >> 15)
+    h = h * 0x2C1B3C6D
+    h = h ^ (h >> 12)
+    # a stride near mm / phi^2 without near-periodic runs (reference.block_stride),
+    # computed again only when the row's block count changes; a < mm: the next
+    # middle block is one add and at most one subtract away
+    if mm != m_prev:
+        a_prev = _block_stride(mm, STRIDE_SPAN, STRIDE_GOOD)
+        m_prev = mm
+    a = a_prev
+    # SAMPLE: the first compaction keeps a rank of the candidates seen so far (a
+    # sample of the row, reference.sample_rank) rather than the k-th; if fewer
+    # than k of the row reach that bound, the row is selected again without it;
+    # only where the middle blocks before the ends hold the whole sample
+    # (SAMPLE_BLOCKS of them: CAP // B, or, the bound from registers, those its
+    # keys take)
+    p = tl.maximum(tl.minimum(m - 2, SAMPLE_BLOCKS), 0)
+    c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
+    sample_n = tl.where(not PRESET and (m - 2 >= SAMPLE_BLOCKS), hi - lo, 0)
+    return lo, hi, first, nblk, m, mm, a_prev, m_prev, a, p, c, sample_n
+
+
+@triton.jit
+def _select_row(
+    row, xrow, plan, sample_n, scr, k, B2, preset_ptr, prof_row, lanes32, t256, warp, prof,
+    KEYS: tl.constexpr, USE_ASM: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr,
+    WARPS: tl.constexpr, SAMPLE: tl.constexpr, DIAG: tl.constexpr,
+):  # fmt: skip
+    """The stream over row ``row`` (``xrow``: its raw bits and their 32-bit words;
+    ``plan``: :func:`_row_plan`'s ``(lo, hi, first, nblk, m, mm, a, p, c)``), again
+    without the sample's bound where fewer than k reach it. Returns the survivors'
+    count and half, the profile's time stamp and counters (``prof``: ``p_filt,
+    p_comp, p_pre, p_last, p_chk, n_comp, n_hits, n_hitblk``)."""
+    x_row, xw_row = xrow
+    lo, hi, first, nblk, m, mm, a, p, c = plan
+    p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits, n_hitblk = prof
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    INF_BITS: tl.constexpr = KEYS[3]
+    LARGEST: tl.constexpr = KEYS[4]
+    B: tl.constexpr = SHAPE[0]
+    W32: tl.constexpr = WARPS[0]
+    SAMPLE_Z: tl.constexpr = SAMPLE[0]
+    SAMPLE_PRE: tl.constexpr = SAMPLE[1]
+    SAMPLE_TOL: tl.constexpr = SAMPLE[2]
+    SAMPLE_KEYS: tl.constexpr = SAMPLE[3]
+    SAMPLE_CHUNK: tl.constexpr = SAMPLE[4]
+    SAMPLE_RADIX: tl.constexpr = SAMPLE[6]
+    SAMPLE_BITS: tl.constexpr = SAMPLE[7]
+    PROFILE: tl.constexpr = DIAG[0]
+    PRESET: tl.constexpr = DIAG[1]
+    cur = row * 0  # the scratch half holding the candidates: 0 or CAP
+    count = row * 0
+    t2 = tl.zeros([], tl.int64)
+    go = row * 0 + 1
+    for _attempt in range(0, 2):
+        if go != 0:
+            cur = row * 0
+            count = row * 0
+            tk = (row * 0).to(tl.uint32)
+            ti = row * 0 + 0x7FFFFFFF
+            if PRESET:
+                tk = tl.load(preset_ptr + row).to(tl.uint32)
+            # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
+            # from a first compaction; the stream's compactions then all keep k
+            loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
+            burst_at = sample_n * 0 + 0x3FFFFFFF
+            s_hi = tk  # RAISE: the sample's largest key (sampled rows)
+            if SAMPLE_PRE:
+                if sample_n > 0:
+                    if PROFILE:
+                        t_pre = _clock(sample_n)
+                    tk, s_hi = _sample_bound(
+                        x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
+                        INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_RADIX, USE_ASM, SAMPLE_Z,
+                        SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS, lo, hi,
+                    )  # fmt: skip
+                    if PROFILE:
+                        p_pre += _clock(tk) - t_pre
+            ja = _block_at(m * 0, m, a, c, p)
+            jb = _block_at(m * 0 + 1, m, a, c, p)
+            jc = _block_at(m * 0 + 2, m, a, c, p)
+            wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
+            rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
+            if W32:  # warp-private loop state (see _tid32): warps stream independently
+                tk, ti, count, cur, t2, p_filt, p_comp, n_comp, n_hits, n_hitblk = _stream_w32(
+                    cur, count, tk, ti, ja, jb, jc, xw_row, (first, lo, hi, nblk),
+                    (m, mm, a, p, c), sample_n, s_hi, loop_n, scr, k, B2, lanes32,
+                    (t2, p_filt, p_comp, n_comp, n_hits, n_hitblk), KEYS, FILTER, SHAPE, WARPS,
+                    SAMPLE, PROFILE,
+                )  # fmt: skip
+            else:
+                (tk, ti, count, cur, t2, p_filt, p_comp, p_last, p_chk, n_comp, n_hits,
+                 n_hitblk) = _stream_sync(
+                    cur, count, tk, ti, ja, jb, jc, wcnt, rc, xrow, (first, lo, hi, nblk),
+                    (mm, a, p), scr, k, B2, loop_n, burst_at, prof_row, t256, warp,
+                    (t2, p_filt, p_comp, p_last, p_chk, n_comp, n_hits, n_hitblk), KEYS, USE_ASM,
+                    FILTER, SHAPE, SAMPLE_Z, PROFILE,
+                )  # fmt: skip
+            # fewer than k at or above the sample's bound: again without it
+            go = ((sample_n > 0) & (count < tl.minimum(k, hi - lo))).to(tl.int32)
+            sample_n = sample_n * 0
+    return count, cur, t2, p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits, n_hitblk
+
+
+@triton.jit
+def _stream_w32(
+    cur, count, tk, ti, ja, jb, jc, xw_row, pos, order, sample_n, s_hi, loop_n, scr, k, B2,
+    lanes32, prof, KEYS: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr,
+    WARPS: tl.constexpr, SAMPLE: tl.constexpr, PROFILE: tl.constexpr,
+):  # fmt: skip
+    """The warp-private stream (W32) over a row from the threshold ``(tk, ti)``: each
+    warp filters its share of every block at its own pace and polls the sync state
+    before each block; the warps meet (_meet) only when one asks for a compaction (its
+    region nearly full) and once all are done. Without a ring two word sets alternate
+    (the loop is unrolled twice), each reloaded right after its filter, so no copy
+    waits for a pending load. ``lanes32``: ``(zero32, tid32, warp32, woff32, lane32,
+    slot0, hist32)``. Returns the threshold, count, half, the profile's time stamp and
+    counters (``prof``: ``t2, p_filt, p_comp, n_comp, n_hits, n_hitblk``)."""
+    first, lo, hi, nblk = pos
+    m, mm, a, p, c = order
+    zero32, tid32, warp32, woff32, lane32, slot0, hist32 = lanes32
+    t2, p_filt, p_comp, n_comp, n_hits, n_hitblk = prof
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[4]
+    B: tl.constexpr = SHAPE[0]
+    RING: tl.constexpr = WARPS[1]
+    RING_READ: tl.constexpr = WARPS[3]
+    RAISE: tl.constexpr = WARPS[4]
+    SAMPLE_Z: tl.constexpr = SAMPLE[0]
+    SAMPLE_PRE: tl.constexpr = SAMPLE[1]
+    wc32 = zero32
+    i = nblk * 0  # blocks this warp has filtered
+    acc = zero32  # profiling counters (see _warp_step)
+    hreg = nblk * 0
+    hbase = tk
+    if RAISE > 0:  # the row's histogram, zeroed before the barrier; a row
+        # without a sample counts only hits at the greatest key (none
+        # above its threshold's in practice), so it never offers a key
+        # it could not prove
+        hbase = tl.where(sample_n > 0, tk, tk | 0xFFFFFFFF)
+        hreg = _hist_start(hist32, tid32, hbase, s_hi, RAISE)
+        _asm_once(zero32, RAISE_CLEAR_ASM)
+    _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
+    tl.debug_barrier()  # every warp's words written before anyone polls
+    fin = nblk * 0
+    tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
+    sb32 = _smem_base(zero32)
+    if RING > 0:  # blocks 0 .. RING - 1 of the order into the stages
+        # with the sample's bound from registers the ends need not follow
+        # a first compaction's sample: they go first (p = 0), and every
+        # block past the ring's first is the middle block after the last
+        ENDS_FIRST: tl.constexpr = SAMPLE_PRE and RING >= 3
+        pr = p * 0 if ENDS_FIRST else p
+        jq = zero32  # lane s: the block in stage s
+        j1 = m * 0
+        j2 = m * 0
+        j3 = m * 0
+        for s in tl.static_range(RING):
+            js = _block_at(m * 0 + s, m, a, c, pr)
+            _ring_issue(
+                slot0 + s * RING_STAGE_BYTES, xw_row, js, first, woff32, lo, hi,
+                nblk, nblk > s, B, KEY_BITS,
+            )  # fmt: skip
+            jq = tl.where(lane32 == s, js, jq)
+            if s == RING - 1:
+                j1 = js
+            if s == RING - 2:
+                j2 = js
+            if s == RING - 3:
+                j3 = js
+        while fin == 0:
+            (jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin,
+             acc) = _ring_step(
+                slot0, (jq, j1, j2, j3), xw_row, (a, mm, p), (first, lo, hi, nblk), i, wc32,
+                (woff32, warp32, lane32, sb32), (tk, ti, tva, tvp), count, cur, scr, k, B2,
+                acc, loop_n, KEYS, FILTER, SHAPE, PROFILE, SAMPLE_Z, RING, RING_READ,
+                (hreg, hbase), RAISE, ENDS_FIRST,
+            )  # fmt: skip
+    else:
+        a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
+            xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
+        )
+        b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
+            xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
+        )
+        jl = jc  # the next block to load
+        while fin == 0:
+            (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp,
+             count, cur, fin, acc) = _warp_step(
+                (a0, a1, a2, a3, a4, a5, a6, a7), xw_row, ja, jl, (a, mm, p),
+                (first, lo, hi, nblk), i, wc32, (woff32, warp32, sb32), (tk, ti, tva, tvp),
+                count, cur, scr, k, B2, acc, loop_n, KEYS, FILTER, SHAPE, PROFILE, SAMPLE_Z,
+            )  # fmt: skip
+            if fin == 0:
+                (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
+                 count, cur, fin, acc) = _warp_step(
+                    (b0, b1, b2, b3, b4, b5, b6, b7), xw_row, jb, jl, (a, mm, p),
+                    (first, lo, hi, nblk), i, wc32, (woff32, warp32, sb32),
+                    (tk, ti, tva, tvp), count, cur, scr, k, B2, acc, loop_n, KEYS, FILTER,
+                    SHAPE, PROFILE, SAMPLE_Z,
+                )  # fmt: skip
+    if PROFILE:
+        t2 = _clock(count)
+        # warp 0's counters (the profile is one program's, as thread 0 stores it)
+        lane = tl.arange(0, 32)
+        p_filt += tl.sum(tl.where(lane == 0, acc, 0), axis=0).to(tl.int64)
+        p_comp += tl.sum(tl.where(lane == 1, acc, 0), axis=0).to(tl.int64)
+        n_comp += tl.sum(tl.where(lane == 2, acc, 0), axis=0).to(tl.int64)
+        n_hits += tl.sum(tl.where(lane == 3, acc, 0), axis=0).to(tl.int64)
+        n_hitblk += tl.sum(tl.where(lane == 4, acc, 0), axis=0).to(tl.int64)
+    return tk, ti, count, cur, t2, p_filt, p_comp, n_comp, n_hits, n_hitblk
+
+
+@triton.jit
+def _stream_sync(
+    cur, count, tk, ti, ja, jb, jc, wcnt, rc, xrow, pos, order, scr, k, B2, loop_n, burst_at,
+    prof_row, t256, warp, prof, KEYS: tl.constexpr, USE_ASM: tl.constexpr,
+    FILTER: tl.constexpr, SHAPE: tl.constexpr, SAMPLE_Z: tl.constexpr, PROFILE: tl.constexpr,
+):  # fmt: skip
+    """The block-synchronous stream over a row from the threshold ``(tk, ti)``, its
+    blocks ``ja, jb, jc`` first (``order``: ``(mm, a, p)`` of :func:`_next_block`),
+    with the compaction trigger every CHECK_EVERY blocks (:func:`_check`) and a final
+    compaction. Returns the threshold, count, half, the profile's time stamp and
+    counters (``prof``: ``t2, p_filt, p_comp, p_last, p_chk, n_comp, n_hits,
+    n_hitblk``)."""
+    x_row, xw_row = xrow
+    first, lo, hi, nblk = pos
+    mm, a, p = order
+    scr_k, scr_i, cnt_ptr = scr
+    t2, p_filt, p_comp, p_last, p_chk, n_comp, n_hits, n_hitblk = prof
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    INF_BITS: tl.constexpr = KEYS[3]
+    LARGEST: tl.constexpr = KEYS[4]
+    B: tl.constexpr = SHAPE[0]
+    CAP: tl.constexpr = SHAPE[1]
+    CHECK_EVERY: tl.constexpr = SHAPE[3]
+    VEC: tl.constexpr = SHAPE[4]
+    S: tl.constexpr = CAP // NREG
+    PER_WORD: tl.constexpr = 32 // KEY_BITS
+    # elements between consecutive threads' first elements (the word layouts of
+    # _word_elem: four words per thread in the vector layout, one in the strided one)
+    WORD_ELEMS: tl.constexpr = 4 * PER_WORD if VEC else PER_WORD
+    # software prefetch: the next block (VEC; a register copy of a pending load
+    # waits for it, so a longer rotation holds no more loads in flight) or three
+    if USE_ASM and VEC:
+        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
+            xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
+        )
+    if USE_ASM and not VEC:
+        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
+            xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
+        )
+        b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
+            xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
+        )
+        c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
+            xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
+        )
+    for i in range(0, nblk):
+        blk_start = (ja + first) * B
+        jd = _next_block(jc, ja, i + 3, a, mm, nblk, p)
+        if PROFILE:
+            t0 = _clock(count)
+            c_before = count
+        if USE_ASM and VEC:
+            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
+                xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
+            )
+        if USE_ASM and not VEC:
+            d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
+                xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
+            )
+        if USE_ASM:
+            tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
+            wcnt = _filter_words(
+                a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS, lo,
+                hi, tk, ti, tva, tvp, wcnt, scr_k + cur + warp * S,
+                scr_i + cur + warp * S, FILTER,
+            )  # fmt: skip
+            a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
+            if not VEC:
+                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
+                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
+        else:
+            rc = _filter_portable(
+                x_row, blk_start, lo, hi, tk, ti, rc, scr_k + cur, scr_i + cur,
+                B, S, KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST,
+            )  # fmt: skip
+        ja = jb
+        jb = jc
+        jc = jd
+        if PROFILE:
+            t1 = _clock(blk_start)
+            p_filt += t1 - t0
+        if CHECK_EVERY == 1:
+            tk, ti, count, cur, wcnt, rc, pc = _check(
+                wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                loop_n, burst_at, i & 1, prof_row, USE_ASM, KEY_BITS, B, CAP,
+                CHECK_EVERY, PROFILE, SAMPLE_Z,
+            )  # fmt: skip
+        else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
+            pc = tl.zeros([], tl.int64)
+            done = tl.cast(i, tl.int32) + 1
+            if (done % CHECK_EVERY == 0) | (done == nblk):
+                parity = ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1
+                tk, ti, count, cur, wcnt, rc, pc = _check(
+                    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
+                    loop_n, burst_at, parity, prof_row, USE_ASM, KEY_BITS, B,
+                    CAP, CHECK_EVERY, PROFILE, SAMPLE_Z,
+                )  # fmt: skip
+        if PROFILE:
+            p_chk += _clock(count) - t1 - pc
+            p_comp += pc
+            n_comp += (pc != 0).to(tl.int64)
+            n_hits += count - c_before
+            n_hitblk += (count > c_before).to(tl.int64)
+    if PROFILE:
+        t2 = _clock(count)
+    tk, ti, count = _publish_and_compact(
+        wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr, USE_ASM,
+        KEY_BITS, CAP, prof_row, PROFILE,
+    )  # fmt: skip
+    if PROFILE:
+        p_last += _clock(count) - t2
+    return tk, ti, count, cur, t2, p_filt, p_comp, p_last, p_chk, n_comp, n_hits, n_hitblk
+
+
+@triton.jit
+def _write_row(
+    row, row64, count, cur, x_row, scr, k, fills, win, out, page, KEYS: tl.constexpr,
+    FORM: tl.constexpr, CAP: tl.constexpr, KP: tl.constexpr, PAGE: tl.constexpr,
+):  # fmt: skip
+    """Row ``row``'s output: its ``count <= k`` survivors, dealt over the other half of
+    the scratch from ``cur``, sorted as ORDER asks, values rebuilt (WRITE_VALUES),
+    indices offset or mapped through the page table, fills after them. Returns the
+    indices written."""
+    scr_k, scr_i = scr
+    fill_index, fill_bits = fills
+    off_ptr = win[2]
+    off_scalar = win[3]
+    ov_ptr, oi_ptr, stride_ov, stride_oi = out
+    page_ptr, page_stride, max_pages, n_batch, r2b_ptr = page
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[4]
+    ORDER: tl.constexpr = FORM[0]
+    OFF_TENSOR: tl.constexpr = FORM[2]
+    PAGED: tl.constexpr = PAGE[0]
+    PAGE_SHIFT: tl.constexpr = PAGE[1]
+    HAS_R2B: tl.constexpr = PAGE[2]
+    WRITE_VALUES: tl.constexpr = FORM[3]
+    S: tl.constexpr = CAP // NREG
+    o = tl.arange(0, KP)
+    real = o < count
+    slot = (CAP - cur) + (o % NREG) * S + o // NREG
+    ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
+    ci = tl.load(scr_i + slot, mask=real, other=0)
+    if ORDER == 1:  # best first, ties by lower index
+        ck, ci = _best_first_keys(ck, ci, real)
+    if ORDER == 2:  # ascending index (the keys no longer match: values read back)
+        ci = tl.sort(tl.where(real, ci, 0x7FFFFFFF))
+    om = o < k
+    if WRITE_VALUES:
+        vals = _values_of(
+            x_row, ck, ci, real, KEY_BITS, KEY_MASK, SIGN, LARGEST,
+            ORDER != 2,
+        )  # fmt: skip
+        vals = tl.where(real, vals, fill_bits.to(vals.dtype))
+        tl.store(ov_ptr + row64 * stride_ov + o, vals, mask=om)
+    if OFF_TENSOR:
+        off = tl.load(off_ptr + row).to(tl.int64)
+    else:
+        off = off_scalar.to(tl.int64)
+    mapped = _out_index(
+        ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+        PAGED, PAGE_SHIFT, HAS_R2B,
+    )  # fmt: skip
+    out = tl.where(real, mapped, fill_index.to(tl.int64))
+    _store_index(oi_ptr + row64 * stride_oi + o, out, om)
+    return out
+
+
 @triton.jit
 def deepselect_rows_kernel(
-    x_ptr,
-    stride_x,
-    rows,
-    N,
-    begin_ptr,
-    end_ptr,
-    off_ptr,
-    off_scalar,
-    ov_ptr,
-    oi_ptr,
-    stride_ov,
-    stride_oi,
-    cand_key_ptr,
-    cand_idx_ptr,
-    cand_cnt_ptr,
-    k,
-    B2,
-    fill_index,
-    fill_bits,
-    seed,
-    prof_ptr,
-    preset_ptr,
-    page_ptr,
-    page_stride,
-    max_pages,
-    n_batch,
-    r2b_ptr,
-    KEY_BITS: tl.constexpr,
-    KEY_MASK: tl.constexpr,
-    SIGN: tl.constexpr,
-    INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr,
-    ORDER: tl.constexpr,
-    HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr,
-    USE_ASM: tl.constexpr,
-    FILTER: tl.constexpr,
-    B: tl.constexpr,
-    CAP: tl.constexpr,
-    KP: tl.constexpr,
-    CHECK_EVERY: tl.constexpr = 1,
-    VEC: tl.constexpr = False,
-    W32: tl.constexpr = False,
-    RING: tl.constexpr = 0,
-    RING_BASE: tl.constexpr = "",
-    RING_READ: tl.constexpr = "",
-    RAISE: tl.constexpr = 0,
-    SAMPLE_Z: tl.constexpr = 5.0,
-    SAMPLE_PRE: tl.constexpr = False,
-    SAMPLE_TOL: tl.constexpr = 0,
-    SAMPLE_KEYS: tl.constexpr = 0,
-    SAMPLE_CHUNK: tl.constexpr = 0,
-    SAMPLE_BLOCKS: tl.constexpr = 2,
-    SAMPLE_RADIX: tl.constexpr = False,
-    SAMPLE_BITS: tl.constexpr = 0,
-    PROFILE: tl.constexpr = False,
-    PRESET: tl.constexpr = False,
-    PAGED: tl.constexpr = False,
-    PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False,
-):
+    xin, win, out, scratch, k, B2, fills, seed, diag, page, KEYS: tl.constexpr,
+    FORM: tl.constexpr, USE_ASM: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr,
+    WARPS: tl.constexpr, SAMPLE: tl.constexpr, DIAG: tl.constexpr, PAGE: tl.constexpr,
+):  # fmt: skip
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
-    x_ptr: the input's raw bits (int16 or int32 view; rows start on 4-byte boundaries
-    when USE_ASM, whose filter reads them as 32-bit words); cand_key/idx: this grid's
-    scratch ``[G, 2 * CAP]`` (two halves, compactions copy from one to the other),
-    cand_cnt: ``[G, NREG]`` region counts; outputs
-    ``[rows, k]`` with their row strides. See the module docstring. PAGED: indices go
-    out mapped through a page table (see :func:`_out_index`; the engine's paged
-    indexer top-k).
+    The arguments, bundled as :data:`ROWS_GROUPS` names them: ``xin = (x_ptr,
+    stride_x, rows, N)``, the input's raw bits (int16 or int32 view; rows start on
+    4-byte boundaries when USE_ASM, whose filter reads them as 32-bit words); ``win =
+    (begin_ptr, end_ptr, off_ptr, off_scalar)``, the windows and index offsets; ``out
+    = (ov_ptr, oi_ptr, stride_ov, stride_oi)``, outputs ``[rows, k]`` with their row
+    strides; ``scratch = (cand_key, cand_idx, cand_cnt)``, this grid's scratch ``[G, 2
+    * CAP]`` (two halves, compactions copy from one to the other) and ``[G, NREG]``
+    region counts; ``fills = (fill_index, fill_bits)``; ``page``: the page table's
+    arguments (PAGED: indices go out mapped through it, see :func:`_out_index`; the
+    engine's paged indexer top-k). Compile-time: ``KEYS = (KEY_BITS, KEY_MASK, SIGN,
+    INF_BITS, LARGEST)``, ``FORM = (ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES)``,
+    ``SHAPE = (B, CAP, KP, CHECK_EVERY, VEC)``, ``WARPS = (W32, RING, RING_BASE,
+    RING_READ, RAISE)``, ``SAMPLE = (SAMPLE_Z, SAMPLE_PRE, SAMPLE_TOL, SAMPLE_KEYS,
+    SAMPLE_CHUNK, SAMPLE_BLOCKS, SAMPLE_RADIX, SAMPLE_BITS)``, ``DIAG = (PROFILE,
+    PRESET)``, ``PAGE = (PAGED, PAGE_SHIFT, HAS_R2B)``. See the module docstring.
 
-    Diagnostics (off in production builds): PROFILE accumulates SM cycles per phase
-    into ``prof_ptr[pid, 0:PROF_SLOTS]`` (see benchmarks/profile_kernel.py); PRESET starts each
-    row at the threshold key ``preset_ptr[row]`` (exact only if it is at most the
-    row's k-th key) to time the stream without the rising threshold."""
-    S: tl.constexpr = CAP // NREG
+    Diagnostics (off in production builds): ``diag = (prof_ptr, preset_ptr)``; PROFILE
+    accumulates SM cycles per phase into ``prof_ptr[pid, 0:PROF_SLOTS]`` (see
+    benchmarks/profile_kernel.py); PRESET starts each row at the threshold key
+    ``preset_ptr[row]`` (exact only if it is at most the row's k-th key) to time the
+    stream without the rising threshold."""
+    x_ptr, stride_x, rows, N = xin
+    cand_key_ptr, cand_idx_ptr, cand_cnt_ptr = scratch
+    prof_ptr, preset_ptr = diag
+    B: tl.constexpr = SHAPE[0]
+    CAP: tl.constexpr = SHAPE[1]
+    KP: tl.constexpr = SHAPE[2]
+    W32: tl.constexpr = WARPS[0]
+    RING: tl.constexpr = WARPS[1]
+    RING_BASE: tl.constexpr = WARPS[2]
+    RAISE: tl.constexpr = WARPS[4]
+    HAS_WINDOW: tl.constexpr = FORM[1]
+    SAMPLE_BLOCKS: tl.constexpr = SAMPLE[5]
+    PROFILE: tl.constexpr = DIAG[0]
+    PRESET: tl.constexpr = DIAG[1]
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
@@ -455,20 +887,20 @@ def deepselect_rows_kernel(
     prof_row = prof_ptr + pid * PROF_SLOTS  # PROFILE: this program's counters
     t256 = tl.arange(0, 256)
     warp = t256 // 32
-    PER_WORD: tl.constexpr = 32 // KEY_BITS
-    # elements between consecutive threads' first elements (the word layouts of
-    # _word_elem: four words per thread in the vector layout, one in the strided one)
-    WORD_ELEMS: tl.constexpr = 4 * PER_WORD if VEC else PER_WORD
+    lanes32 = t256  # (W32 only)
     if W32:  # each thread's warp and first word, warp-private (see _tid32)
         zero32 = tl.zeros([32], tl.int32)
         tid32 = _tid32(zero32)
         warp32 = tid32 >> 5  # (shifts and masks: a thread index is never negative)
         woff32 = tid32 * 4  # the vector layout's first word
         lane32 = tid32 & 31
+        slot0 = zero32
+        hist32 = zero32
         if RING > 0:  # this lane's place in its warp's first stage (see ring_base_asm)
             slot0 = _asm_once(zero32, RING_BASE) + warp32 * (RING * RING_STAGE_BYTES) + lane32 * 16
         if RAISE > 0:
             hist32 = _asm_once(zero32, HIST_BASE_ASM)  # the histogram's address
+        lanes32 = (zero32, tid32, warp32, woff32, lane32, slot0, hist32)
     p_row = tl.zeros([], tl.int64)  # whole rows
     p_filt = tl.zeros([], tl.int64)  # filter + per-block count (incl. load waits)
     p_comp = tl.zeros([], tl.int64)  # compactions inside the stream
@@ -487,284 +919,28 @@ def deepselect_rows_kernel(
         row64 = row.to(tl.int64)
         if PROFILE:
             t_row = _clock(row)
-        if HAS_WINDOW:
-            lo, hi = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
-        else:
-            lo = row * 0
-            hi = lo + N
-        first = lo // B
-        nblk = tl.where(hi > lo, (hi + B - 1) // B - first, 0)
-        # data-independent block order (reference.block_at): the middle blocks
-        # 1 .. mm in the order 1 + (a*t + c) mod mm, with the last and the first block
-        # at p and p + 1, right after the first compaction's sample (a region
-        # fills within CAP / B blocks while every element is a candidate); the ring's
-        # loop with the sample's bound from registers takes them first (p = 0)
-        m = tl.maximum(nblk, 1)
-        mm = tl.maximum(m - 2, 1)
-        h = (row.to(tl.uint32) + 1) * 0x9E3779B1 + seed.to(tl.uint32) * 0x85EBCA77
-        h = h ^ (h >> 15)
-        h = h * 0x2C1B3C6D
-        h = h ^ (h >> 12)
-        # a stride near mm / phi^2 without near-periodic runs (reference.block_stride),
-        # computed again only when the row's block count changes; a < mm: the next
-        # middle block is one add and at most one subtract away
-        if mm != m_prev:
-            a_prev = _block_stride(mm, STRIDE_SPAN, STRIDE_GOOD)
-            m_prev = mm
-        a = a_prev
-        # SAMPLE: the first compaction keeps a rank of the candidates seen so far (a
-        # sample of the row, reference.sample_rank) rather than the k-th; if fewer
-        # than k of the row reach that bound, the row is selected again without it;
-        # only where the middle blocks before the ends hold the whole sample
-        # (SAMPLE_BLOCKS of them: CAP // B, or, the bound from registers, those its
-        # keys take)
-        p = tl.maximum(tl.minimum(m - 2, SAMPLE_BLOCKS), 0)
-        c = ((h >> 7) % mm.to(tl.uint32)).to(tl.int32)
-        sample_n = tl.where(not PRESET and (m - 2 >= SAMPLE_BLOCKS), hi - lo, 0)
+        lo, hi, first, nblk, m, mm, a_prev, m_prev, a, p, c, sample_n = _row_plan(
+            row, N, win, seed, m_prev, a_prev, B, HAS_WINDOW, SAMPLE_BLOCKS, PRESET
+        )
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        cur = row * 0  # the scratch half holding the candidates: 0 or CAP
-        count = row * 0
-        t2 = tl.zeros([], tl.int64)
-        go = row * 0 + 1
-        for _attempt in range(0, 2):
-            if go != 0:
-                cur = row * 0
-                count = row * 0
-                tk = (row * 0).to(tl.uint32)
-                ti = row * 0 + 0x7FFFFFFF
-                if PRESET:
-                    tk = tl.load(preset_ptr + row).to(tl.uint32)
-                # SAMPLE_PRE: the sample's bound from registers (_sample_bound), not
-                # from a first compaction; the stream's compactions then all keep k
-                loop_n = sample_n * 0 if SAMPLE_PRE else sample_n
-                burst_at = sample_n * 0 + 0x3FFFFFFF
-                s_hi = tk  # RAISE: the sample's largest key (sampled rows)
-                if SAMPLE_PRE:
-                    if sample_n > 0:
-                        if PROFILE:
-                            t_pre = _clock(sample_n)
-                        tk, s_hi = _sample_bound(
-                            x_row, first, m, a, c, p, k, sample_n, KEY_BITS, KEY_MASK, SIGN,
-                            INF_BITS, LARGEST, B, SAMPLE_KEYS, SAMPLE_RADIX, USE_ASM, SAMPLE_Z,
-                            SAMPLE_TOL, SAMPLE_CHUNK, prof_row, PROFILE, SAMPLE_BITS, lo, hi,
-                        )  # fmt: skip
-                        if PROFILE:
-                            p_pre += _clock(tk) - t_pre
-                ja = _block_at(m * 0, m, a, c, p)
-                jb = _block_at(m * 0 + 1, m, a, c, p)
-                jc = _block_at(m * 0 + 2, m, a, c, p)
-                wcnt = tl.zeros([256], tl.int32)  # PTX path: each lane's copy of its warp's count
-                rc = tl.zeros([NREG], tl.int32)  # portable path: the regions' counts
-                if W32:  # warp-private loop state (see _tid32): warps stream independently
-                    # Each warp filters its share of every block at its own pace and polls the
-                    # sync state before each block; the warps meet (_meet) only when one asks
-                    # for a compaction (its region nearly full) and once all are done. Two
-                    # word sets alternate (the loop is unrolled twice), each reloaded right
-                    # after its filter, so no copy waits for a pending load.
-                    wc32 = zero32
-                    i = row * 0  # blocks this warp has filtered
-                    acc = zero32  # profiling counters (see _warp_step)
-                    hreg = row * 0
-                    hbase = tk
-                    if RAISE > 0:  # the row's histogram, zeroed before the barrier; a row
-                        # without a sample counts only hits at the greatest key (none
-                        # above its threshold's in practice), so it never offers a key
-                        # it could not prove
-                        hbase = tl.where(sample_n > 0, tk, tk | 0xFFFFFFFF)
-                        hreg = _hist_start(hist32, tid32, hbase, s_hi, RAISE)
-                        _asm_once(zero32, RAISE_CLEAR_ASM)
-                    _set_sync(zero32 + (nblk == 0).to(tl.int32), 1)
-                    tl.debug_barrier()  # every warp's words written before anyone polls
-                    fin = row * 0
-                    tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
-                    sb32 = _smem_base(zero32)
-                    if RING > 0:  # blocks 0 .. RING - 1 of the order into the stages
-                        # with the sample's bound from registers the ends need not follow
-                        # a first compaction's sample: they go first (p = 0), and every
-                        # block past the ring's first is the middle block after the last
-                        ENDS_FIRST: tl.constexpr = SAMPLE_PRE and RING >= 3
-                        pr = p * 0 if ENDS_FIRST else p
-                        jq = zero32  # lane s: the block in stage s
-                        j1 = m * 0
-                        j2 = m * 0
-                        j3 = m * 0
-                        for s in tl.static_range(RING):
-                            js = _block_at(m * 0 + s, m, a, c, pr)
-                            _ring_issue(
-                                slot0 + s * RING_STAGE_BYTES, xw_row, js, first, woff32, lo, hi,
-                                nblk, nblk > s, B, KEY_BITS,
-                            )  # fmt: skip
-                            jq = tl.where(lane32 == s, js, jq)
-                            if s == RING - 1:
-                                j1 = js
-                            if s == RING - 2:
-                                j2 = js
-                            if s == RING - 3:
-                                j3 = js
-                        while fin == 0:
-                            (jq, j1, j2, j3, i, wc32, tk, ti, tva, tvp, count, cur, fin,
-                             acc) = _ring_step(
-                                slot0, jq, j1, j2, j3, xw_row, a, mm, p, first, lo, hi, i, nblk,
-                                wc32, woff32, warp32, lane32, tk, ti, tva, tvp, count, cur, scr_k,
-                                scr_i, cnt_ptr, k, B2, acc, loop_n, sb32, KEY_BITS, KEY_MASK, SIGN,
-                                LARGEST, FILTER, B, CAP, PROFILE, SAMPLE_Z, RING, RING_READ, hreg,
-                                hbase, RAISE, ENDS_FIRST,
-                            )  # fmt: skip
-                    else:
-                        a0, a1, a2, a3, a4, a5, a6, a7 = _load32(
-                            xw_row, ja, first, woff32, lo, hi, nblk, nblk > 0, B, KEY_BITS
-                        )
-                        b0, b1, b2, b3, b4, b5, b6, b7 = _load32(
-                            xw_row, jb, first, woff32, lo, hi, nblk, nblk > 1, B, KEY_BITS
-                        )
-                        jl = jc  # the next block to load
-                        while fin == 0:
-                            (a0, a1, a2, a3, a4, a5, a6, a7, ja, jl, i, wc32, tk, ti, tva, tvp,
-                             count, cur, fin, acc) = _warp_step(
-                                a0, a1, a2, a3, a4, a5, a6, a7, xw_row, ja, jl, a, mm, p, first,
-                                lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count, cur,
-                                scr_k, scr_i, cnt_ptr, k, B2, acc, loop_n, sb32, KEY_BITS,
-                                KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, PROFILE, SAMPLE_Z,
-                            )  # fmt: skip
-                            if fin == 0:
-                                (b0, b1, b2, b3, b4, b5, b6, b7, jb, jl, i, wc32, tk, ti, tva, tvp,
-                                 count, cur, fin, acc) = _warp_step(
-                                    b0, b1, b2, b3, b4, b5, b6, b7, xw_row, jb, jl, a, mm, p, first,
-                                    lo, hi, i, nblk, wc32, woff32, warp32, tk, ti, tva, tvp, count,
-                                    cur, scr_k, scr_i, cnt_ptr, k, B2, acc, loop_n, sb32,
-                                    KEY_BITS, KEY_MASK, SIGN, LARGEST, FILTER, B, CAP, PROFILE,
-                                    SAMPLE_Z,
-                                )  # fmt: skip
-                    if PROFILE:
-                        t2 = _clock(count)
-                        # warp 0's counters (the profile is one program's, as thread 0 stores it)
-                        lane = tl.arange(0, 32)
-                        p_filt += tl.sum(tl.where(lane == 0, acc, 0), axis=0).to(tl.int64)
-                        p_comp += tl.sum(tl.where(lane == 1, acc, 0), axis=0).to(tl.int64)
-                        n_comp += tl.sum(tl.where(lane == 2, acc, 0), axis=0).to(tl.int64)
-                        n_hits += tl.sum(tl.where(lane == 3, acc, 0), axis=0).to(tl.int64)
-                        n_hitblk += tl.sum(tl.where(lane == 4, acc, 0), axis=0).to(tl.int64)
-                        acc = zero32
-                else:
-                    # software prefetch: the next block (VEC; a register copy of a pending load
-                    # waits for it, so a longer rotation holds no more loads in flight) or three
-                    if USE_ASM and VEC:
-                        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words_vec(
-                            xw_row, (ja + first) * B, lo, hi, nblk > 0, B, KEY_BITS
-                        )
-                    if USE_ASM and not VEC:
-                        a0, a1, a2, a3, a4, a5, a6, a7 = _load_words(
-                            xw_row, (ja + first) * B, lo, hi, nblk > 0, KEY_BITS
-                        )
-                        b0, b1, b2, b3, b4, b5, b6, b7 = _load_words(
-                            xw_row, (jb + first) * B, lo, hi, nblk > 1, KEY_BITS
-                        )
-                        c0, c1, c2, c3, c4, c5, c6, c7 = _load_words(
-                            xw_row, (jc + first) * B, lo, hi, nblk > 2, KEY_BITS
-                        )
-                    for i in range(0, nblk):
-                        blk_start = (ja + first) * B
-                        jd = _next_block(jc, ja, i + 3, a, mm, nblk, p)
-                        if PROFILE:
-                            t0 = _clock(count)
-                            c_before = count
-                        if USE_ASM and VEC:
-                            b0, b1, b2, b3, b4, b5, b6, b7 = _load_words_vec(
-                                xw_row, (jb + first) * B, lo, hi, i + 1 < nblk, B, KEY_BITS
-                            )
-                        if USE_ASM and not VEC:
-                            d0, d1, d2, d3, d4, d5, d6, d7 = _load_words(
-                                xw_row, (jd + first) * B, lo, hi, i + 3 < nblk, KEY_BITS
-                            )
-                        if USE_ASM:
-                            tva, tvp = _coarse_pair(tk, KEY_BITS, KEY_MASK, SIGN, LARGEST)
-                            wcnt = _filter_words(
-                                a0, a1, a2, a3, a4, a5, a6, a7, blk_start + t256 * WORD_ELEMS, lo,
-                                hi, tk, ti, tva, tvp, wcnt, scr_k + cur + warp * S,
-                                scr_i + cur + warp * S, FILTER,
-                            )  # fmt: skip
-                            a0, a1, a2, a3, a4, a5, a6, a7 = b0, b1, b2, b3, b4, b5, b6, b7
-                            if not VEC:
-                                b0, b1, b2, b3, b4, b5, b6, b7 = c0, c1, c2, c3, c4, c5, c6, c7
-                                c0, c1, c2, c3, c4, c5, c6, c7 = d0, d1, d2, d3, d4, d5, d6, d7
-                        else:
-                            rc = _filter_portable(
-                                x_row, blk_start, lo, hi, tk, ti, rc, scr_k + cur, scr_i + cur,
-                                B, S, KEY_BITS == 16, KEY_MASK, SIGN, INF_BITS, LARGEST,
-                            )  # fmt: skip
-                        ja = jb
-                        jb = jc
-                        jc = jd
-                        if PROFILE:
-                            t1 = _clock(blk_start)
-                            p_filt += t1 - t0
-                        if CHECK_EVERY == 1:
-                            tk, ti, count, cur, wcnt, rc, pc = _check(
-                                wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                loop_n, burst_at, i & 1, prof_row, USE_ASM, KEY_BITS, B, CAP,
-                                CHECK_EVERY, PROFILE, SAMPLE_Z,
-                            )  # fmt: skip
-                        else:  # the trigger's block-wide sum every CHECK_EVERY blocks, and the last
-                            pc = tl.zeros([], tl.int64)
-                            done = tl.cast(i, tl.int32) + 1
-                            if (done % CHECK_EVERY == 0) | (done == nblk):
-                                parity = ((done + CHECK_EVERY - 1) // CHECK_EVERY) & 1
-                                tk, ti, count, cur, wcnt, rc, pc = _check(
-                                    wcnt, rc, tk, ti, count, cur, scr_k, scr_i, cnt_ptr, k, B2,
-                                    loop_n, burst_at, parity, prof_row, USE_ASM, KEY_BITS, B,
-                                    CAP, CHECK_EVERY, PROFILE, SAMPLE_Z,
-                                )  # fmt: skip
-                        if PROFILE:
-                            p_chk += _clock(count) - t1 - pc
-                            p_comp += pc
-                            n_comp += (pc != 0).to(tl.int64)
-                            n_hits += count - c_before
-                            n_hitblk += (count > c_before).to(tl.int64)
-                    if PROFILE:
-                        t2 = _clock(count)
-                    tk, ti, count = _publish_and_compact(
-                        wcnt, rc, count, cur, k, 0, tk, scr_k, scr_i, cnt_ptr, USE_ASM,
-                        KEY_BITS, CAP, prof_row, PROFILE,
-                    )  # fmt: skip
-                    if PROFILE:
-                        p_last += _clock(count) - t2
-                # fewer than k at or above the sample's bound: again without it
-                go = ((sample_n > 0) & (count < tl.minimum(k, hi - lo))).to(tl.int32)
-                sample_n = sample_n * 0
+        (count, cur, t2, p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits,
+         n_hitblk) = _select_row(
+            row, (x_row, xw_row), (lo, hi, first, nblk, m, mm, a, p, c), sample_n,
+            (scr_k, scr_i, cnt_ptr), k, B2, preset_ptr, prof_row, lanes32, t256, warp,
+            (p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits, n_hitblk), KEYS, USE_ASM,
+            FILTER, SHAPE, WARPS, SAMPLE, DIAG,
+        )  # fmt: skip
         tl.debug_barrier()
         # ---- output: the survivors, count <= k of them, dealt over the other half
-        o = tl.arange(0, KP)
-        real = o < count
-        slot = (CAP - cur) + (o % NREG) * S + o // NREG
-        ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
-        ci = tl.load(scr_i + slot, mask=real, other=0)
-        if ORDER == 1:  # best first, ties by lower index
-            ck, ci = _best_first_keys(ck, ci, real)
-        if ORDER == 2:  # ascending index (the keys no longer match: values read back)
-            ci = tl.sort(tl.where(real, ci, 0x7FFFFFFF))
-        om = o < k
-        if WRITE_VALUES:
-            vals = _values_of(
-                x_row, ck, ci, real, KEY_BITS, KEY_MASK, SIGN, LARGEST,
-                ORDER != 2,
-            )  # fmt: skip
-            vals = tl.where(real, vals, fill_bits.to(vals.dtype))
-            tl.store(ov_ptr + row64 * stride_ov + o, vals, mask=om)
-        if OFF_TENSOR:
-            off = tl.load(off_ptr + row).to(tl.int64)
-        else:
-            off = off_scalar.to(tl.int64)
-        mapped = _out_index(
-            ci, real, row, off, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-            PAGED, PAGE_SHIFT, HAS_R2B,
+        out_idx = _write_row(
+            row, row64, count, cur, x_row, (scr_k, scr_i), k, fills, win, out, page, KEYS,
+            FORM, CAP, KP, PAGE,
         )  # fmt: skip
-        out = tl.where(real, mapped, fill_index.to(tl.int64))
-        _store_index(oi_ptr + row64 * stride_oi + o, out, om)
         # the next row's appends overwrite slots this row's output just read
         tl.debug_barrier()
         if PROFILE:
-            t3 = _clock(tl.sum(out.to(tl.int32), axis=0))
+            t3 = _clock(tl.sum(out_idx.to(tl.int32), axis=0))
             p_fin += t3 - t2
             p_row += t3 - t_row
             n_rows += 1
