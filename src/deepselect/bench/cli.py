@@ -8,7 +8,7 @@ import sys
 import torch
 
 from .. import distributions, runinfo
-from .cases import DTYPES, case_list, format_size, parse_size, scenario_list
+from .cases import DTYPES, GRID_SCENARIO, case_list, format_size, parse_size, scenario_list
 from .libraries import backend_problem, deepselect_library, extra_libraries
 from .metrics import bandwidth_unit
 from .report import notes, render_read_table, render_table, summary, write_csv
@@ -52,7 +52,9 @@ def register(subparsers) -> None:
         "(fp32, N=129280, k=512, sorted by value), all (both), kernel (the streaming "
         "kernel's table: long rows, bf16 unsorted and fp32 sorted, k up to 2048), short "
         "(few rows and short rows), read (the plain reads alone: torch's amax and sum, a "
-        "copy and a Triton read, the ceiling of the others)",
+        "copy and a Triton read, the ceiling of the others); indexer-grid alone (the "
+        "indexer's grid beside FlashInfer's two modes and a plain read, each cell judged "
+        "against the targets; --dist all adds adversarial rows)",
     )
     p.add_argument(
         "--batch", type=_int_list, metavar="SIZES",
@@ -254,6 +256,10 @@ def main(args: argparse.Namespace) -> int:
     out = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.scenario.strip() == GRID_SCENARIO:  # its own cells, columns and verdicts
+        from .indexer_grid import main as grid_main
+
+        return grid_main(args, device, out, err)
     try:
         cases, dists = _cases(args, device)
     except ValueError as exc:
