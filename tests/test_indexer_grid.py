@@ -11,6 +11,7 @@ import torch
 
 from deepselect import distributions
 from deepselect.bench import indexer_grid as grid
+from deepselect.bench import run
 from deepselect.bench.run import BenchConfig
 from deepselect.cli import main as cli_main
 
@@ -166,7 +167,7 @@ def _stand_in(wrong: bool = False) -> grid.GridLibraries:
 @pytest.fixture
 def small_cache(monkeypatch):
     """A 1 MiB cache: the input copies stay small on hosts with a large one."""
-    monkeypatch.setattr(grid, "cache_bytes", lambda device: 1 << 20)
+    monkeypatch.setattr(run, "cache_bytes", lambda device: 1 << 20)
 
 
 CONFIG = BenchConfig(device="cpu", repeats=2, warmup=0, graph=False, max_bytes=1 << 30)

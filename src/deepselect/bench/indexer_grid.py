@@ -16,7 +16,9 @@ rows; FlashInfer's: the values it selected) and then timed with
 events, median of repeats): as CUDA-graph replays for every column, interleaved round
 by round, and deepselect also eagerly, one call on an idle device (the host's launch
 path included). Bandwidth is (valid input bytes + output bytes) / time; the plain
-read is ``x.amax(dim=1)`` over the whole input.
+read is ``x.amax(dim=1)`` over the whole input. A cell whose input exceeds the memory
+budget (``--max-gib``, default 30% of the GPU's memory: 4096 x 1M fp32 fits on an
+80 GB card) is skipped and says so.
 
 Targets (:class:`Targets`): every cell at least 1.5x FlashInfer's default and 2x its
 ``tie_break=1`` mode; batch >= 512 at least 70% of the plain read's bandwidth; batch
@@ -38,13 +40,13 @@ from .. import distributions, runinfo
 from ..api import topk_rows
 from ..engine import indexer_topk
 from ..options import TopkOptions
-from .cases import DTYPES, GRID_SCENARIO, Case, format_size, input_copies
+from .cases import DTYPES, GRID_SCENARIO, Case, format_size
 from .checks import EXACT, check_against_oracle, check_exact
 from .libraries import FLASHINFER_MODES, flashinfer_libraries, flashinfer_ragged
 from .metrics import bandwidth_unit, effective_bytes, percent, speedup, tbps
 from .report import format_time, write_csv
-from .run import BenchConfig, _short
-from .timing import cache_bytes, time_fn, time_fns
+from .run import BenchConfig, _short, budget_inputs
+from .timing import time_fn, time_fns
 
 K, M = 1 << 10, 1 << 20
 GRID_DTYPES = ("fp32", "bf16")
@@ -55,7 +57,7 @@ WINDOWS = ("prefill", "decode")
 WINDOW_ROWS = {"prefill": 4096, "decode": 64}
 WINDOW_NS = {"prefill": 128 * K, "decode": M}
 # --quick: the batches that decide the verdicts at a short and a long row, k = 2048,
-# and the prefill window: about 90 s on an H100, compilation included
+# and the prefill window: sized for about 90 s on an H100, compilation included
 QUICK_BATCHES = (8, 64, 512, 4096)
 QUICK_NS = (16 * K, 128 * K)
 QUICK_KS = (2048,)
@@ -68,9 +70,8 @@ CPU_WINDOW_ROWS = {"prefill": 64, "decode": 8}
 CPU_WINDOW_NS = {"prefill": 16 * K, "decode": 16 * K}
 CPU_QUICK_NS = (4 * K,)
 CPU_QUICK_BATCHES = (1, 8)
-GPU_BUDGET = 0.45
-"""Share of the GPU's memory one input copy may take; larger cells are skipped (the
-grid's largest, 4096 x 1M fp32, is 16 GiB: 20% of an 80 GB card)."""
+ADVERSARIAL_KINDS = distributions.ADVERSARIAL_KINDS
+"""What ``--dist all`` times beside normal rows."""
 
 FI_COLUMNS = tuple(FLASHINFER_MODES)  # ("flashinfer", "flashinfer_tb1")
 COLUMNS = (
@@ -440,19 +441,11 @@ def run_cell(cell: Cell, dist: str, config: BenchConfig, libs: GridLibraries) ->
         "bytes": effective_bytes(cell.batch, cell.n, cell.k, cell.dtype, valid=valid,
                                  values=cell.window == "none"),
     }  # fmt: skip
-    if cell.input_bytes > config.max_bytes:
-        row["status"] = f"skipped: input {cell.input_bytes / 2**30:.1f} GiB > memory budget"
+    case = Case(GRID_SCENARIO, cell.dtype, cell.batch, cell.n, cell.k, "none")
+    inputs, row["status"] = budget_inputs(case, dist, config)
+    if inputs is None:
         return row
     lengths = None if lengths_cpu is None else lengths_cpu.to(dev)
-    try:
-        cold = 0 if cell.input_bytes * 2 > config.max_bytes else config.cold_factor
-        case = Case(GRID_SCENARIO, cell.dtype, cell.batch, cell.n, cell.k, "none")
-        inputs = input_copies(
-            case, dist, dev, cold_bytes=int(cold * cache_bytes(dev)), seed=config.seed
-        )
-    except (RuntimeError, MemoryError) as exc:  # out of memory: report, go on
-        row["status"] = f"error: {_short(exc)}"
-        return row
     row["copies"] = len(inputs)
     calls = _calls(cell, lengths, libs)
     for name in list(calls):
@@ -473,45 +466,6 @@ def run_cell(cell: Cell, dist: str, config: BenchConfig, libs: GridLibraries) ->
 
 
 # ----------------------------------------------------------------------- the command
-
-
-def _adversarial(text: str) -> list[str]:
-    """``--dist``: the adversarial kinds timed beside normal rows (none by default)."""
-    if text in ("all", "adversarial"):
-        return list(distributions.ADVERSARIAL_KINDS)
-    kinds = [t for t in text.replace(",", " ").split() if t and t != "normal"]
-    for kind in kinds:
-        if kind not in distributions.KINDS:
-            raise ValueError(
-                f"--dist must be 'all' or among {', '.join(distributions.KINDS)}; got {kind!r}"
-            )
-    return kinds
-
-
-def grid_config(args: argparse.Namespace, device: str) -> BenchConfig:
-    """The run's timing and memory budget; ValueError naming a bad option."""
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    if args.repeats is not None and args.repeats < 1:
-        raise ValueError(f"--repeats must be >= 1; got {args.repeats}")
-    if args.max_gib is not None and not args.max_gib > 0:
-        raise ValueError(f"--max-gib must be > 0; got {args.max_gib}")
-    cpu = device == "cpu"
-    if args.max_gib is not None:
-        max_bytes = int(args.max_gib * 2**30)
-    elif cpu:
-        max_bytes = 2 << 30
-    else:
-        max_bytes = int(GPU_BUDGET * torch.cuda.get_device_properties(0).total_memory)
-    return BenchConfig(
-        device=device,
-        repeats=args.repeats or (3 if cpu else 10 if args.quick else 20),
-        warmup=0 if cpu else 3,  # on a CPU the check before timing is the warm-up
-        graph=not cpu,
-        max_bytes=max_bytes,
-        max_seconds=1.5 if cpu else None,
-        seed=args.seed,
-    )
 
 
 def _run_all(err, cells, dists, config, libs) -> list[dict]:
@@ -616,19 +570,16 @@ def render_grid(rows: Sequence[dict], title: str, unit: str, fi_note: str):
     return t, notes
 
 
-def main(args: argparse.Namespace, device: str, out, err) -> int:
-    """Run the grid (``deepselect bench --scenario indexer-grid``); 1 if any result of
-    ours was inexact, 2 for bad options."""
-    try:
-        config = grid_config(args, device)
-        dists = ["normal"] + _adversarial(args.dist)
-        cells = grid_cells(
-            device, args.quick, dtypes=[args.dtype] if args.dtype else None,
-            ns=args.n, batches=args.batch, ks=args.k,
-        )  # fmt: skip
-    except ValueError as exc:
-        err.print(f"[red]deepselect bench: {exc}[/]")
-        return 2
+def main(args: argparse.Namespace, config: BenchConfig, dists: Sequence[str], out, err) -> int:
+    """Run the grid (``deepselect bench --scenario indexer-grid``) with the command's
+    checked options, ``config`` and the adversarial ``dists`` (normal rows are always
+    timed, first); 1 if any result of ours was inexact."""
+    device = config.device
+    dists = ["normal"] + [d for d in dists if d != "normal"]
+    cells = grid_cells(
+        device, args.quick, dtypes=[args.dtype] if args.dtype else None,
+        ns=args.n, batches=args.batch, ks=args.k,
+    )  # fmt: skip
     libs = GridLibraries.find(device)
     info = runinfo.run_info(device)
     name = info["device_name"]
@@ -669,7 +620,6 @@ __all__ = [
     "check_result",
     "fill_grid_metrics",
     "grid_cells",
-    "grid_config",
     "grid_summary",
     "judge",
     "main",
