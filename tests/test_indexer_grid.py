@@ -252,3 +252,44 @@ def test_grid_runs_alone():
 
     with pytest.raises(ValueError, match="runs alone"):
         case_list("indexer,indexer-grid")
+
+
+def test_flashinfer_modes_forward_their_arguments(monkeypatch):
+    """Both modes and the ragged transform call FlashInfer as its wheel's signature
+    reads (``top_k(x, k, sorted, deterministic, tie_break)``,
+    ``top_k_ragged_transform(x, offsets, lengths, k, deterministic, tie_break)``),
+    played here by a stand-in module that records its calls."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from deepselect.bench import libraries
+
+    seen = []
+    fake = types.ModuleType("flashinfer")
+    fake.__spec__ = importlib.machinery.ModuleSpec("flashinfer", None)
+
+    def top_k(x, k, sorted=False, deterministic=False, tie_break=0):
+        seen.append(("top_k", k, sorted, deterministic, tie_break))
+        return x[:, :k], torch.arange(k).expand(x.shape[0], k)
+
+    def top_k_ragged_transform(x, offsets, lengths, k, deterministic=False, tie_break=0):
+        seen.append(("ragged", offsets.tolist(), lengths.tolist(), k, deterministic, tie_break))
+        return torch.zeros(x.shape[0], k, dtype=torch.int32)
+
+    fake.top_k, fake.top_k_ragged_transform = top_k, top_k_ragged_transform
+    monkeypatch.setitem(sys.modules, "flashinfer", fake)
+    x = torch.randn(2, 10)
+    for mode in grid.FI_COLUMNS:
+        lib = libraries._flashinfer_library(mode)
+        assert lib.name == mode
+        lib.call(x, 3, False)
+        grid_call = libraries.flashinfer_ragged(mode)
+        grid_call(x, torch.tensor([4, 9], dtype=torch.int32), 3)
+    assert seen == [
+        ("top_k", 3, False, False, 0),
+        ("ragged", [0, 0], [4, 9], 3, False, 0),
+        ("top_k", 3, False, True, 1),
+        ("ragged", [0, 0], [4, 9], 3, True, 1),
+    ]
+    assert libraries.flashinfer_libraries("cpu") == ([], "FlashInfer runs on CUDA devices only")
