@@ -96,6 +96,11 @@ KINDS: tuple[str, ...] = tuple(_FLOAT_KINDS) + ("bits_positive", "bits_negative"
 BENCH_KINDS: tuple[str, ...] = ("normal", "shifted", "tiny", "ascending", "distinct32")
 """The robustness set of the benchmarks."""
 
+ADVERSARIAL_KINDS: tuple[str, ...] = ("shifted", "tiny", "ascending", "distinct32", "all_equal")
+"""The indexer grid's adversarial rows (``deepselect bench --scenario indexer-grid
+--dist all``), each timed against normal rows of the same shape: +100, x1e-8,
+ascending, 32 distinct values, all equal."""
+
 
 def make(
     kind: str,

@@ -78,7 +78,10 @@ CPU_SHORT_CASES = (
 )
 CPU_READ_CASES = (("bf16", 32, 1 << 20, 1, "none"), ("fp32", 32, 129_280, 1, "none"))
 
-SCENARIOS = ("indexer", "sampler", "kernel", "short", "read")
+GRID_SCENARIO = "indexer-grid"
+"""The indexer's grid (:mod:`.indexer_grid`): its own cells and columns, so it runs
+alone, never in :func:`case_list`."""
+SCENARIOS = ("indexer", "sampler", "kernel", "short", "read", GRID_SCENARIO)
 """``all`` is DeepSelect's two figures, indexer and sampler."""
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -198,6 +201,8 @@ def case_list(
     (256, 129280, 'value')
     """
     names = scenario_list(scenario)
+    if GRID_SCENARIO in names:
+        raise ValueError(f"scenario {GRID_SCENARIO} runs alone (its own cells and columns)")
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu'; got {device!r}")
     for name, seq in (("batches", batches), ("ns", ns), ("ks", ks)):
@@ -250,10 +255,11 @@ def draw(
 ) -> torch.Tensor:
     """A ``[rows, n]`` tensor of distribution ``kind``, drawn on ``device``.
 
-    The benchmark kinds (:data:`deepselect.distributions.BENCH_KINDS`) are drawn
-    directly on the device in fp32 and rounded to ``dtype`` (same distributions as
-    :func:`deepselect.distributions.make`, which builds fp64 on the CPU and would take
-    minutes for a 4096 x 1M batch); other kinds come from ``distributions.make``.
+    The benchmark kinds (:data:`deepselect.distributions.BENCH_KINDS`, and
+    ``all_equal``) are drawn directly on the device in fp32 and rounded to ``dtype``
+    (same distributions as :func:`deepselect.distributions.make`, which builds fp64 on
+    the CPU and would take minutes for a 4096 x 1M batch); other kinds come from
+    ``distributions.make``.
 
     >>> draw("ascending", 2, 4, torch.float32, "cpu")[1].tolist()
     [0.0, 0.25, 0.5, 0.75]
@@ -261,10 +267,12 @@ def draw(
     device = torch.device(device)
     if kind not in distributions.KINDS:
         raise ValueError(f"dist must be one of {', '.join(distributions.KINDS)}; got {kind!r}")
-    if kind not in ("normal", "shifted", "tiny", "ascending", "distinct32"):
+    if kind not in ("normal", "shifted", "tiny", "ascending", "distinct32", "all_equal"):
         return distributions.make(kind, rows, n, dtype, device, seed)
     g = torch.Generator(device=device).manual_seed(seed)
     out = torch.empty(rows, n, dtype=dtype, device=device)
+    if kind == "all_equal":  # as distributions.make: every element 1.5
+        return out.fill_(1.5)
     if kind == "ascending":
         out.copy_((torch.arange(n, device=device, dtype=torch.float64) / max(n, 1)).expand(rows, n))
         return out

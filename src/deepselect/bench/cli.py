@@ -8,7 +8,7 @@ import sys
 import torch
 
 from .. import distributions, runinfo
-from .cases import DTYPES, case_list, format_size, parse_size, scenario_list
+from .cases import DTYPES, GRID_SCENARIO, case_list, format_size, parse_size, scenario_list
 from .libraries import backend_problem, deepselect_library, extra_libraries
 from .metrics import bandwidth_unit
 from .report import notes, render_read_table, render_table, summary, write_csv
@@ -52,7 +52,9 @@ def register(subparsers) -> None:
         "(fp32, N=129280, k=512, sorted by value), all (both), kernel (the streaming "
         "kernel's table: long rows, bf16 unsorted and fp32 sorted, k up to 2048), short "
         "(few rows and short rows), read (the plain reads alone: torch's amax and sum, a "
-        "copy and a Triton read, the ceiling of the others)",
+        "copy and a Triton read, the ceiling of the others); indexer-grid alone (the "
+        "indexer's grid beside FlashInfer's two modes and a plain read, each cell judged "
+        "against the targets; --dist all adds adversarial rows)",
     )
     p.add_argument(
         "--batch", type=_int_list, metavar="SIZES",
@@ -104,9 +106,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=main)
 
 
-def _dists(text: str) -> list[str]:
+def _dists(text: str, every: tuple[str, ...] = distributions.BENCH_KINDS) -> list[str]:
     if text == "all":
-        return list(distributions.BENCH_KINDS)
+        return list(every)
     kinds = [t for t in text.replace(",", " ").split() if t]
     for kind in kinds:
         if kind not in distributions.KINDS:
@@ -138,8 +140,8 @@ def _config(args: argparse.Namespace, device: str) -> BenchConfig:
     )
 
 
-def _cases(args: argparse.Namespace, device: str) -> tuple[list, list[str]]:
-    """The run's cases and distributions; ValueError naming the option at fault."""
+def _check_options(args: argparse.Namespace, device: str) -> None:
+    """ValueError naming the option at fault."""
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available")
     if args.graph and device != "cuda":
@@ -148,6 +150,11 @@ def _cases(args: argparse.Namespace, device: str) -> tuple[list, list[str]]:
         raise ValueError(f"--repeats must be >= 1; got {args.repeats}")
     if args.max_gib is not None and not args.max_gib > 0:
         raise ValueError(f"--max-gib must be > 0; got {args.max_gib}")
+
+
+def _cases(args: argparse.Namespace, device: str) -> tuple[list, list[str]]:
+    """The run's cases and distributions; ValueError naming the option at fault."""
+    _check_options(args, device)
     dists = _dists(args.dist)
     try:
         scenarios = ",".join(scenario_list(args.scenario))
@@ -254,6 +261,17 @@ def main(args: argparse.Namespace) -> int:
     out = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.scenario.strip() == GRID_SCENARIO:  # its own cells, columns and verdicts
+        from .indexer_grid import ADVERSARIAL_KINDS
+        from .indexer_grid import main as grid_main
+
+        try:
+            _check_options(args, device)
+            dists = _dists(args.dist, ADVERSARIAL_KINDS)
+        except ValueError as exc:
+            err.print(f"[red]deepselect bench: {exc}[/]")
+            return 2
+        return grid_main(args, _config(args, device), dists, out, err)
     try:
         cases, dists = _cases(args, device)
     except ValueError as exc:

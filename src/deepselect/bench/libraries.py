@@ -67,23 +67,74 @@ def backend_problem(device: torch.device | str) -> tuple[str | None, str]:
     return None, ""
 
 
-def _flashinfer_library() -> Library | None:
+def _flashinfer():
+    """The ``flashinfer`` module where it imports and has ``top_k``, else None."""
     if importlib.util.find_spec("flashinfer") is None:
         return None
     import flashinfer
 
-    fn = getattr(flashinfer, "top_k", None)
-    if fn is None:
+    if getattr(flashinfer, "top_k", None) is None:
         topk_mod = getattr(flashinfer, "topk", None)
-        fn = getattr(topk_mod, "top_k", None)
-    if fn is None:
+        if getattr(topk_mod, "top_k", None) is None:
+            return None
+        return topk_mod
+    return flashinfer
+
+
+FLASHINFER_MODES: dict[str, dict] = {
+    "flashinfer": {},
+    "flashinfer_tb1": {"deterministic": True, "tie_break": 1},
+}
+"""FlashInfer's two top-k modes, by column name: the default (fastest; any index among
+ties) and ``deterministic=True, tie_break=1`` (the lowest index among ties, as ours)."""
+
+
+def _flashinfer_library(mode: str = "flashinfer") -> Library | None:
+    fi = _flashinfer()
+    if fi is None:
         return None
+    fn, kw = fi.top_k, FLASHINFER_MODES[mode]
 
     def call(x, k, ordered):
-        v, i = fn(x, k, sorted=ordered)
+        v, i = fn(x, k, sorted=ordered, **kw)
         return v, i
 
-    return Library("flashinfer", call)
+    return Library(mode, call, note=", ".join(f"{a}={b}" for a, b in kw.items()))
+
+
+def flashinfer_libraries(device: torch.device | str) -> tuple[list[Library], str]:
+    """Both of FlashInfer's top-k modes (:data:`FLASHINFER_MODES`), and why there are
+    none where FlashInfer cannot run here (no CUDA device, not importable)."""
+    if torch.device(device).type != "cuda":
+        return [], "FlashInfer runs on CUDA devices only"
+    try:
+        libs = [_flashinfer_library(mode) for mode in FLASHINFER_MODES]
+    except Exception as exc:  # a broken install must not stop the benchmark
+        return [], f"FlashInfer failed to import ({type(exc).__name__}: {exc})"
+    if None in libs:
+        return [], "FlashInfer (flashinfer.top_k) is not importable here"
+    return libs, ""
+
+
+def flashinfer_ragged(mode: str) -> Callable | None:
+    """``call(x, lengths, k) -> int32 [rows, k]``: FlashInfer's
+    ``top_k_ragged_transform`` in ``mode`` with zero offsets, i.e. the top-k columns
+    of each row's first ``lengths[r]`` scores, -1 past them: the work of
+    :func:`deepselect.engine.indexer_topk` with lengths. None where it is missing."""
+    fi = _flashinfer()
+    fn = getattr(fi, "top_k_ragged_transform", None) if fi is not None else None
+    if fn is None:
+        return None
+    kw = FLASHINFER_MODES[mode]
+    zeros: dict[tuple, torch.Tensor] = {}
+
+    def call(x, lengths, k):
+        key = (x.shape[0], x.device)
+        if key not in zeros:  # allocated once, outside the timed calls
+            zeros[key] = torch.zeros(key[0], dtype=torch.int32, device=x.device)
+        return fn(x, zeros[key], lengths, k, **kw)
+
+    return call
 
 
 def _sgl_library() -> Library | None:

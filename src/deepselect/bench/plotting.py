@@ -100,7 +100,10 @@ def _usable(rows: Sequence[dict]) -> list[dict]:
 
 
 def plot_results(
-    rows: Sequence[dict], out_dir: str | Path, extra_names: Sequence[str] = ()
+    rows: Sequence[dict],
+    out_dir: str | Path,
+    extra_names: Sequence[str] = (),
+    prefix: str = "indexer",
 ) -> list[Path]:
     """Write PNG bar charts of benchmark rows into ``out_dir``; returns the files.
 
@@ -108,6 +111,7 @@ def plot_results(
         rows: result rows (dicts) as produced by ``deepselect bench``.
         out_dir: directory, created if missing.
         extra_names: other libraries whose ``<name>_tbps`` columns to draw.
+        prefix: the name and title of the indexer's figures (e.g. ``indexer-grid``).
 
     Returns:
         Paths of the PNG files written (none when no row has timings).
@@ -141,8 +145,8 @@ def plot_results(
             for ax, b in zip(axes, batches, strict=True):
                 _bars(ax, [r for r in group if int(r["batch"]) == b], "n", series, "N", unit)
                 ax.set_title(f"batch = {b}")
-            fig.suptitle(f"indexer top-k: {dtype}, k = {k}, {dist} inputs ({device})")
-            name = f"indexer_{dtype}_k{k}_{dist}.png"
+            fig.suptitle(f"{prefix} top-k: {dtype}, k = {k}, {dist} inputs ({device})")
+            name = f"{prefix}_{dtype}_k{k}_{dist}.png"
         else:
             fig = Figure(figsize=(7, 4), layout="constrained")
             FigureCanvasAgg(fig)

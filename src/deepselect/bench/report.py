@@ -25,12 +25,14 @@ def write_csv(
     path: str | Path,
     extra_names: Sequence[str] = (),
     info: Mapping[str, object] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> Path:
     """Write the result rows to ``path`` (parents created); missing cells stay empty.
-    ``info`` (:func:`deepselect.runinfo.run_info`) fills the run's columns of every row."""
+    ``info`` (:func:`deepselect.runinfo.run_info`) fills the run's columns of every row;
+    ``columns`` replaces :func:`columns_for`'s (a scenario with columns of its own)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    cols = columns_for(extra_names)
+    cols = list(columns) if columns is not None else columns_for(extra_names)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()

@@ -84,6 +84,23 @@ def case_fields(case, dist: str, device: str) -> dict:
     }
 
 
+def budget_inputs(case: Case, dist: str, config: BenchConfig) -> tuple[list | None, str]:
+    """``(input copies, "ok")`` for ``case`` on ``config.device`` (copies that defeat
+    the cache, one where two would pass the memory budget), or ``(None, status)``:
+    skipped over the budget, or the error of an allocation that failed."""
+    if case.input_bytes > config.max_bytes:
+        return None, f"skipped: input {case.input_bytes / 2**30:.1f} GiB > memory budget"
+    dev = torch.device(config.device)
+    try:
+        cold = 0 if case.input_bytes * 2 > config.max_bytes else config.cold_factor
+        inputs = input_copies(
+            case, dist, dev, cold_bytes=int(cold * cache_bytes(dev)), seed=config.seed
+        )
+    except (RuntimeError, MemoryError) as exc:  # out of memory: report, go on
+        return None, f"error: {_short(exc)}"
+    return inputs, "ok"
+
+
 def run_case(
     case: Case,
     dist: str,
@@ -104,16 +121,8 @@ def run_case(
         "deepselect_status": "n/a" if ours is None else "",
         "status": "ok",
     }
-    if case.input_bytes > config.max_bytes:
-        row["status"] = f"skipped: input {case.input_bytes / 2**30:.1f} GiB > memory budget"
-        return row
-    try:
-        cold = 0 if case.input_bytes * 2 > config.max_bytes else config.cold_factor
-        inputs = input_copies(
-            case, dist, dev, cold_bytes=int(cold * cache_bytes(dev)), seed=config.seed
-        )
-    except (RuntimeError, MemoryError) as exc:  # out of memory: report, go on
-        row["status"] = f"error: {_short(exc)}"
+    inputs, row["status"] = budget_inputs(case, dist, config)
+    if inputs is None:
         return row
     row["copies"] = len(inputs)
     ordered = case.order == "value"
