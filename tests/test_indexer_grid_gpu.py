@@ -224,9 +224,12 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("W32_FROM", B16, ((r_far + 1, tb.W32_FROM * b16 - STEP, 2048),
                                    (r_far + 1, tb.W32_FROM * b16, 2048)),
                  "w32", (False, True)),
-        Boundary("W32_MID_BLOCKS", F32, ((r_far + 1, tb.W32_MID_BLOCKS * b32 - STEP, 2048),
-                                         (r_far + 1, tb.W32_MID_BLOCKS * b32, 2048)),
+        Boundary("W32_MID_BLOCKS", F32, ((r_far + 1, tb.W32_MID_BLOCKS * b32 - STEP, 1024),
+                                         (r_far + 1, tb.W32_MID_BLOCKS * b32, 1024)),
                  "w32", (False, True)),
+        Boundary("PASS_OVER_STREAM_KP", F32, ((r_long, mid_n, ts.PASS_OVER_STREAM_KP // 2),
+                                              (r_long, mid_n, ts.PASS_OVER_STREAM_KP // 2 + 1)),
+                 "path", (stream, frozenset({"passes"}) if ts.COOPERATIVE else stream)),
         Boundary("SHORT_SAMPLE_N", B16, ((r_long, tb.SHORT_SAMPLE_N, tb.SHORT_SAMPLE_MAX_K),
                                          (r_long, tb.SHORT_SAMPLE_N + STEP,
                                           tb.SHORT_SAMPLE_MAX_K)),
@@ -245,10 +248,12 @@ def expected_path(dtype, rows: int, n: int, k: int, order: str, sm: int):
     where an unsorted split runs as radix passes), else ``oracle`` past MAX_FAST_K,
     else the streaming kernel's ``stream_config``."""
     from deepselect import triton_backend as tb
-    from deepselect.triton_short import short_path
+    from deepselect import triton_short
+    from deepselect.triton_short import ShortConfig
 
-    x = torch.empty(1, 1, dtype=dtype).expand(rows, n)  # shapes only, no memory
-    plan = short_path(x, k, TopkOptions(order=Order.parse(order)), sm)
+    bits = torch.empty((), dtype=dtype).element_size() * 8
+    # the plan a GPU build makes (the interpreter never takes the radix passes)
+    plan = triton_short._plan(rows, n, k, sm, ShortConfig(), False, bits, order == "value")
     if plan is not None:
         if plan.kind == "short":
             return "short", plan
@@ -284,7 +289,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 11
+    assert len({b.name for b in seen}) == len(seen) == 12
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)
