@@ -52,7 +52,8 @@ def register(subparsers) -> None:
         "(fp32, N=129280, k=512, sorted by value), all (both), kernel (the streaming "
         "kernel's table: long rows, bf16 unsorted and fp32 sorted, k up to 2048), short "
         "(few rows and short rows), read (the plain reads alone: torch's amax and sum, a "
-        "copy and a Triton read, the ceiling of the others)",
+        "copy and a Triton read, the ceiling of the others), sampling-ops (the engine's "
+        "sampling operations against FlashInfer's and a read + write; alone)",
     )
     p.add_argument(
         "--batch", type=_int_list, metavar="SIZES",
@@ -251,6 +252,10 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     # a pipe or file gets a wide table rather than rich's 80-column default
+    if args.scenario == "sampling-ops":  # its own grid and table
+        from .sampling_ops import main as sampling_ops_main
+
+        return sampling_ops_main(args)
     out = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
