@@ -52,20 +52,24 @@ def _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR: tl.constexpr):
 @triton.jit
 def _keys(raw, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr):
     """Selection keys (largest first) of raw int16 / int32 bits."""
+    # one return: Triton 3.6 compiles the code after a return in a constexpr branch
     if KEY_BITS == 16:
-        u = raw.to(tl.uint16, bitcast=True).to(tl.uint32)
-        return _to_key(u, 0xFFFF, 0x8000, INF_BITS, True)
-    return _to_key(raw.to(tl.uint32, bitcast=True), 0xFFFFFFFF, 0x80000000, INF_BITS, True)
+        key = _to_key(raw.to(tl.uint16, bitcast=True).to(tl.uint32), 0xFFFF, 0x8000, INF_BITS, True)
+    else:
+        key = _to_key(raw.to(tl.uint32, bitcast=True), 0xFFFFFFFF, 0x80000000, INF_BITS, True)
+    return key
 
 
 @triton.jit
 def _as_f32(raw, KEY_BITS: tl.constexpr, FP16: tl.constexpr):
     """The fp32 value of raw bits of an fp32, fp16 or bf16 (exact)."""
     if KEY_BITS == 32:
-        return raw.to(tl.float32, bitcast=True)
-    if FP16:
-        return raw.to(tl.float16, bitcast=True).to(tl.float32)
-    return raw.to(tl.bfloat16, bitcast=True).to(tl.float32)
+        v = raw.to(tl.float32, bitcast=True)
+    elif FP16:
+        v = raw.to(tl.float16, bitcast=True).to(tl.float32)
+    else:
+        v = raw.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    return v
 
 
 @triton.jit
@@ -120,8 +124,8 @@ def kept_sums_kernel(
             raw = tl.load(x_ptr + row * sx_row + c * sx_col, mask=c < V, other=0)
             acc += _as_f32(raw, KEY_BITS, FP16)
     else:
-        for s in range(0, n, BLOCK):
-            c = s + tl.arange(0, BLOCK)
+        for t in range(0, n, BLOCK):  # (not s: its type would differ between branches)
+            c = t + tl.arange(0, BLOCK)
             raw = tl.load(val_ptr + row * m + c, mask=c < n, other=0)
             acc += _as_f32(raw, KEY_BITS, FP16)
     tl.store(sums_ptr + row, tl.sum(acc, axis=0))
@@ -151,8 +155,10 @@ def _log(v, PRECISE_LOG: tl.constexpr):
     # libdevice's logf is the CUDA logf that torch's log uses on the device; the
     # interpreter has no libdevice and takes numpy's log
     if PRECISE_LOG:
-        return libdevice.log(v)
-    return tl.log(v)
+        out = libdevice.log(v)
+    else:
+        out = tl.log(v)
+    return out
 
 
 @triton.jit
