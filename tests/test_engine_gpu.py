@@ -29,6 +29,7 @@ from deepselect.engine import (
     top_k_mask_logits,
     top_k_renorm_probs,
     top_k_sampling_from_logits,
+    top_k_sampling_from_probs,
 )
 
 DEV = os.environ.get("DEEPSELECT_TEST_DEVICE", "cuda")
@@ -348,3 +349,62 @@ def test_generator_sampling_is_reproducible():
     assert torch.equal(draws[0], draws[1])
     keep = ref_keep(logits, torch.full((16,), 512, device=DEV))
     assert bool(keep.gather(1, draws[0][:, None]).all())
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fused_ops_match_the_cpu_definitions(dtype):
+    """The device's sampling kernels against the engine's torch definitions on the CPU:
+    masks bit for bit, seeded draws token for token (the device's logf against the
+    CPU's log: a draw could differ only where two Gumbel scores lie within an ulp),
+    renormalised probabilities within fp32 rounding of a differently ordered sum."""
+    rows = 40
+    logits = scores_like(rows, V, dtype, seed=11)
+    finite = finite_logits(rows, dtype, seed=12)
+    probs = torch.softmax(finite.float(), dim=1).to(dtype)
+    g = torch.Generator().manual_seed(13)
+    seeds = torch.randint(-(2**62), 2**62, (rows,), generator=g)
+    temp = torch.rand(rows, generator=g) + 0.25
+    on = {"seeds": seeds.to(DEV), "temperature": temp.to(DEV)}
+    for k, k_max in ((50, None), (1024, None), (0, None), (V, None), (per_row_k(rows, 14), K_MAX)):
+        kc = k.cpu() if isinstance(k, torch.Tensor) else k
+        got = top_k_mask_logits(logits, k, k_max=k_max).cpu()
+        want = top_k_mask_logits(logits.cpu(), kc, k_max=k_max)
+        assert torch.equal(int_bits(got), int_bits(want)), k
+        got = top_k_renorm_probs(probs, k, k_max=k_max).cpu()
+        want = top_k_renorm_probs(probs.cpu(), kc, k_max=k_max)
+        torch.testing.assert_close(got, want, rtol=1e-5 if dtype == torch.float32 else 8e-3, atol=0)
+        for t in (on["temperature"], 0.7):
+            tc = t.cpu() if isinstance(t, torch.Tensor) else t
+            got = top_k_sampling_from_logits(
+                logits, k, temperature=t, seeds=on["seeds"], k_max=k_max
+            )
+            want = top_k_sampling_from_logits(
+                logits.cpu(), kc, temperature=tc, seeds=seeds, k_max=k_max
+            )
+            assert torch.equal(got.cpu(), want), (k, t)
+        got = top_k_sampling_from_probs(probs, k, seeds=on["seeds"], k_max=k_max)
+        want = top_k_sampling_from_probs(probs.cpu(), kc, seeds=seeds, k_max=k_max)
+        assert torch.equal(got.cpu(), want), k
+
+
+@gpu
+def test_fused_ops_with_an_int_k_graph_replays():
+    rows = 24
+    logits = finite_logits(rows, torch.float32, seed=15)
+    seeds = torch.arange(rows, dtype=torch.int64, device=DEV)
+    replay, res = captured(
+        lambda: (
+            top_k_mask_logits(logits, 512),
+            top_k_sampling_from_logits(logits, 512, seeds=seeds),
+        )
+    )
+    for step in range(3):
+        if step:
+            logits.copy_(finite_logits(rows, torch.float32, seed=15 + step))
+            seeds.add_(rows)
+        replay()
+        mask, tok = res[0]
+        assert torch.equal(int_bits(mask), int_bits(top_k_mask_logits(logits, 512)))
+        assert torch.equal(tok, top_k_sampling_from_logits(logits, 512, seeds=seeds))
+        assert bool(torch.isfinite(mask.gather(1, tok[:, None])).all())

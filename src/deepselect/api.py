@@ -549,3 +549,11 @@ def _pick_backend(x: torch.Tensor, backend: str | None):
 @cache
 def _loaded(backend: str):
     return _BACKENDS[backend]()
+
+
+def sampling_kernels():
+    """The Triton launchers of the sampling operations (:mod:`.triton_sampling`), the
+    engine's GPU path; imported on first use (no Triton import for CPU-only use)."""
+    from . import triton_sampling
+
+    return triton_sampling

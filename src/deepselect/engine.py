@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .api import check_dense, check_offset_tensor, topk_rows
+from .api import check_dense, check_offset_tensor, sampling_kernels, topk_rows
+from .keys import SUPPORTED_DTYPES
 from .options import Order, TopkOptions
 
 _INT_DTYPES = (torch.int32, torch.int64)
@@ -333,10 +334,10 @@ def _fused_pages(scores: torch.Tensor, k: int, out: torch.Tensor | None) -> bool
 # --------------------------------------------------------------------------- sampling
 
 
-def _keep_mask(x: torch.Tensor, k, k_max: int | None) -> torch.Tensor:
-    """Boolean ``[rows, V]``: True on each row's top-k under the library's order.
-
-    ``k <= 0`` or ``k >= V`` keeps the whole row (FlashInfer's convention for 0)."""
+def _check_k(x: torch.Tensor, k, k_max: int | None):
+    """The validated ``(k, m)``: ``k`` an int ``>= 0`` or an integer ``[rows]`` tensor;
+    ``m`` how many entries each row's selection needs (``min(k_max, V)`` for a tensor,
+    ``k`` for an int ``0 < k < V``, 0 where no row needs one)."""
     rows, v = x.shape
     if isinstance(k, torch.Tensor):
         _check_vector("k", k, rows, x.device)
@@ -346,30 +347,49 @@ def _keep_mask(x: torch.Tensor, k, k_max: int | None) -> torch.Tensor:
             raise ValueError(f"k_max must be an int >= 1; got {k_max!r}")
         if _on_cpu(k) and rows and bool(((k > k_max) & (k < v)).any()):
             raise ValueError(f"k must be <= k_max = {k_max} (or >= V = {v}) in every row")
-        k_max = min(k_max, v)
-        keep_all = ((k <= 0) | (k >= v))[:, None]
-        if v == 0 or rows == 0:
-            return torch.ones_like(x, dtype=torch.bool)
-        # Sorted by value, so rank j of a row is its (j+1)-th best: keep ranks < k[row].
-        _, idx = topk_rows(
-            x, k_max, order=Order.VALUE, return_values=False, index_dtype=torch.int64
-        )
-        ranks = torch.arange(k_max, device=x.device)[None, :]
-        take = ranks < k.to(torch.int64)[:, None]
-        keep = torch.zeros_like(x, dtype=torch.bool)
-        keep.scatter_(1, idx, take)
-        return keep | keep_all
+        return k, (min(k_max, v) if rows and v else 0)
     if k_max is not None:
         raise ValueError("k_max is only meaningful when k is a per-row tensor")
     k = _check_k_int(k)
     if k < 0:
         raise ValueError(f"k must be >= 0; got {k}")
-    if k == 0 or k >= v or rows == 0:
+    return k, (k if 0 < k < v and rows else 0)
+
+
+def _keep_mask(x: torch.Tensor, k, k_max: int | None) -> torch.Tensor:
+    """Boolean ``[rows, V]``: True on each row's top-k under the library's order.
+
+    ``k <= 0`` or ``k >= V`` keeps the whole row (FlashInfer's convention for 0)."""
+    k, m = _check_k(x, k, k_max)
+    if m == 0:
         return torch.ones_like(x, dtype=torch.bool)
+    if isinstance(k, torch.Tensor):
+        # Sorted by value, so rank j of a row is its (j+1)-th best: keep ranks < k[row].
+        _, idx = topk_rows(x, m, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
+        ranks = torch.arange(m, device=x.device)[None, :]
+        take = ranks < k.to(torch.int64)[:, None]
+        keep = torch.zeros_like(x, dtype=torch.bool)
+        keep.scatter_(1, idx, take)
+        return keep | ((k <= 0) | (k >= x.shape[1]))[:, None]
     _, idx = topk_rows(x, k, return_values=False, index_dtype=torch.int64)
     keep = torch.zeros_like(x, dtype=torch.bool)
     keep.scatter_(1, idx, True)
     return keep
+
+
+def _uses_kernels(x: torch.Tensor) -> bool:
+    """Whether ``x`` takes the fused sampling kernels (:func:`.api.sampling_kernels`):
+    CUDA tensors of the kernels' dtypes. CPU tensors keep the torch definitions, which
+    the tests compare the kernels against."""
+    return x.device.type == "cuda" and x.dtype in SUPPORTED_DTYPES
+
+
+def _selection(x: torch.Tensor, k, m: int, order: Order):
+    """``(values, int32 indices)`` ``[rows, m]`` of each row's selection, or
+    ``(None, None)`` where no row needs one (``m == 0``)."""
+    if m == 0:
+        return None, None
+    return topk_rows(x, m, order=order)
 
 
 def _int_view(x: torch.Tensor) -> torch.Tensor:
@@ -396,8 +416,13 @@ def top_k_mask_logits(logits: torch.Tensor, k: int | torch.Tensor, *, k_max: int
     [[-inf, 3.0, 3.0, -inf]]
     """
     _check_2d_float("logits", logits)
+    grad = logits.requires_grad and torch.is_grad_enabled()
+    if not grad and _uses_kernels(logits):  # the select, then one pass
+        k, m = _check_k(logits, k, k_max)
+        sel = _selection(logits, k, m, Order.VALUE)
+        return sampling_kernels().mask_rows(logits, k, *sel)
     keep = _keep_mask(logits, k, k_max)
-    if logits.requires_grad and torch.is_grad_enabled():
+    if grad:
         return _MaskLogits.apply(logits, keep)
     return _masked(logits, keep)
 
@@ -439,6 +464,10 @@ def top_k_renorm_probs(probs: torch.Tensor, k: int | torch.Tensor, *, k_max: int
     [[0.0, 0.75, 0.25, 0.0]]
     """
     _check_2d_float("probs", probs)
+    if _uses_kernels(probs):  # the select, the kept sums, then one pass
+        k, m = _check_k(probs, k, k_max)
+        sel = _selection(probs, k, m, Order.VALUE)
+        return sampling_kernels().renorm_rows(probs, k, *sel)
     keep = _keep_mask(probs, k, k_max)
     acc = torch.promote_types(probs.dtype, torch.float32)
     kept = torch.where(keep, probs.to(acc), torch.zeros((), dtype=acc, device=probs.device))
@@ -530,6 +559,8 @@ def top_k_sampling_from_logits(
         raise ValueError("logits must have at least one column to sample from")
     _check_randomness(rows, logits.device, generator, seeds)
     temp = _check_temperature(temperature, rows, logits.device)
+    if seeds is not None and _uses_kernels(logits):
+        return _fused_draw(logits, k, k_max, seeds, temp)
     if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
         # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
         # as over the whole row) are scored: the same draw as over the masked row,
@@ -547,6 +578,20 @@ def top_k_sampling_from_logits(
     # its top-1: the largest kept logit, NaN largest, ties to the lowest column.
     top = cols.expand(rows, -1).gather(1, torch.argmax(base, dim=1, keepdim=True)).squeeze(1)
     return _draw(scores, cols, top, seeds, generator)
+
+
+def _fused_draw(x, k, k_max, seeds, temp) -> torch.Tensor:
+    """The seeded draw on the kernels: the select (best first for a per-row k, whose
+    ranks decide what is kept), then one program per row over its kept entries.
+    ``temp`` is :func:`_check_temperature`'s, or None for probabilities."""
+    k, m = _check_k(x, k, k_max)
+    sel = _selection(x, k, m, Order.VALUE if isinstance(k, torch.Tensor) else Order.NONE)
+    kernels = sampling_kernels()
+    if temp is None:
+        return kernels.gumbel_draw(x, k, *sel, seeds, from_probs=True)
+    return kernels.gumbel_draw(
+        x, k, *sel, seeds, temp[:, 0] if isinstance(temp, torch.Tensor) else temp
+    )
 
 
 def _draw(scores, cols, top, seeds, generator) -> torch.Tensor:
@@ -697,6 +742,8 @@ def top_k_sampling_from_probs(
     _check_probs(probs)
     rows, v = probs.shape
     _check_randomness(rows, probs.device, generator, seeds)
+    if seeds is not None and _uses_kernels(probs):
+        return _fused_draw(probs, k, k_max, seeds, None)
     if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
         _, cols = topk_rows(
             probs, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64

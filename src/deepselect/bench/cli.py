@@ -54,7 +54,8 @@ def register(subparsers) -> None:
         "(few rows and short rows), read (the plain reads alone: torch's amax and sum, a "
         "copy and a Triton read, the ceiling of the others); indexer-grid alone (the "
         "indexer's grid beside FlashInfer's two modes and a plain read, each cell judged "
-        "against the targets; --dist all adds adversarial rows)",
+        "against the targets; --dist all adds adversarial rows), sampling-ops alone (the "
+        "engine's sampling operations against FlashInfer's and a read + write)",
     )
     p.add_argument(
         "--batch", type=_int_list, metavar="SIZES",
@@ -257,6 +258,10 @@ def main(args: argparse.Namespace) -> int:
     """Run ``deepselect bench``; returns the exit status (1 if any result was inexact)."""
     from rich.console import Console
 
+    if args.scenario == "sampling-ops":  # its own grid and table
+        from .sampling_ops import main as sampling_ops_main
+
+        return sampling_ops_main(args)
     # a pipe or file gets a wide table rather than rich's 80-column default
     out = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True)

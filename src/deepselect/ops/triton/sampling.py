@@ -1,0 +1,220 @@
+"""Sampling kernels around an exact top-k selection (:mod:`deepselect.triton_sampling`
+launches them; :mod:`deepselect.engine` defines what they compute).
+
+Each row's selection is ``m`` (value, index) pairs from the exact select: unsorted
+(a scalar ``k``, ``m = k``) or best first (a per-row ``k``, ``m = k_max``). A row keeps
+its best ``n = min(k[row], m)`` entries, or the whole row where ``k[row] <= 0`` or
+``k[row] >= V``. The kept set is the elements at or above the row's threshold, the
+(key, index) pair of its n-th best entry: an element survives iff its key beats the
+threshold's, or equals it at an index no higher than the threshold's (the library's one
+order: NaN largest, ties to the lowest index, see :func:`.common._to_key`).
+
+* :func:`keep_rows_kernel` — one streaming pass over ``[rows, V]`` in column tiles
+  (grid ``rows x tiles``): the input's bits where kept and ``-inf`` elsewhere
+  (``top_k_mask_logits``), or ``p / sum`` where kept and ``0 / sum`` elsewhere
+  (``top_k_renorm_probs``, the sum from :func:`kept_sums_kernel`).
+* :func:`kept_sums_kernel` — each row's kept sum in fp32, from its n selected values
+  (a whole-row read only for rows that keep the whole row).
+* :func:`gumbel_draw_kernel` — one program per row over its kept entries: the seeded
+  Gumbel-max draw of ``engine._draw`` with ``engine._uniform_at``'s hash, bit for bit.
+
+Inputs are read as their raw integer view (int16 / int32), so a kept value is written
+back with its bits as they were (NaN payloads, -0.0)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from .common import _to_key
+
+# engine._mix32 / _uniform_at's constants, as uint32 arithmetic (products wrap mod 2**32
+# exactly as the int64 products there are masked to 32 bits)
+MIX_A = tl.constexpr(0x7FEB352D)
+MIX_B = tl.constexpr(0x5BD1E995)
+GOLDEN = tl.constexpr(0x9E3779B9)
+COL_NONE = tl.constexpr(2**62)  # a column past every real one (ties go to the lowest)
+
+
+@triton.jit
+def _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR: tl.constexpr):
+    """Row ``row``'s whole-row flag (``k <= 0`` or ``k >= V``) and how many of its ``m``
+    selected entries it keeps (``min(k, m)``, at least 1)."""
+    if K_TENSOR:
+        kr = tl.load(k_ptr + row).to(tl.int64)
+    else:
+        kr = row * 0 + k_scalar
+    keep_all = (kr <= 0) | (kr >= V)
+    return keep_all, tl.minimum(tl.maximum(kr, 1), m)
+
+
+@triton.jit
+def _keys(raw, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr):
+    """Selection keys (largest first) of raw int16 / int32 bits."""
+    # one return: Triton 3.6 compiles the code after a return in a constexpr branch
+    if KEY_BITS == 16:
+        key = _to_key(raw.to(tl.uint16, bitcast=True).to(tl.uint32), 0xFFFF, 0x8000, INF_BITS, True)
+    else:
+        key = _to_key(raw.to(tl.uint32, bitcast=True), 0xFFFFFFFF, 0x80000000, INF_BITS, True)
+    return key
+
+
+@triton.jit
+def _as_f32(raw, KEY_BITS: tl.constexpr, FP16: tl.constexpr):
+    """The fp32 value of raw bits of an fp32, fp16 or bf16 (exact)."""
+    if KEY_BITS == 32:
+        v = raw.to(tl.float32, bitcast=True)
+    elif FP16:
+        v = raw.to(tl.float16, bitcast=True).to(tl.float32)
+    else:
+        v = raw.to(tl.bfloat16, bitcast=True).to(tl.float32)
+    return v
+
+
+@triton.jit
+def keep_rows_kernel(
+    x_ptr, sx_row, sx_col,  # [rows, V] raw view of the input
+    val_ptr, idx_ptr,  # [rows, m] contiguous: the selection, best first
+    k_ptr, k_scalar, sums_ptr,
+    out_ptr, so_row,  # [rows, V] unit column stride: raw view (mask) or floats (renorm)
+    V, m,
+    K_TENSOR: tl.constexpr, RENORM: tl.constexpr, KEY_BITS: tl.constexpr,
+    INF_BITS: tl.constexpr, FP16: tl.constexpr, NINF: tl.constexpr, TILE: tl.constexpr,
+):  # fmt: skip
+    """One column tile of one row: kept entries bitwise the input and the rest ``-inf``
+    (``RENORM``: ``where(kept, p, 0) / sums[row]`` in fp32, stored in the output's
+    dtype). The threshold is the row's n-th selected entry: one load per program."""
+    row = tl.program_id(0).to(tl.int64)
+    keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
+    at = row * m + n - 1
+    t_raw = tl.load(val_ptr + at, mask=keep_all == 0, other=0)
+    t_key = _keys(t_raw, KEY_BITS, INF_BITS)
+    t_idx = tl.load(idx_ptr + at, mask=keep_all == 0, other=0).to(tl.int64)
+    # (key 0, index V) lies below every element: the whole row stays
+    t_key = tl.where(keep_all, t_key * 0, t_key)
+    t_idx = tl.where(keep_all, V, t_idx)
+    cols = tl.program_id(1).to(tl.int64) * TILE + tl.arange(0, TILE)
+    inside = cols < V
+    raw = tl.load(x_ptr + row * sx_row + cols * sx_col, mask=inside, other=0)
+    key = _keys(raw, KEY_BITS, INF_BITS)
+    keep = (key > t_key) | ((key == t_key) & (cols <= t_idx))
+    dst = out_ptr + row * so_row + cols
+    if RENORM:
+        total = tl.load(sums_ptr + row)
+        p = tl.where(keep, _as_f32(raw, KEY_BITS, FP16), 0.0)
+        tl.store(dst, tl.math.div_rn(p, total).to(out_ptr.dtype.element_ty), mask=inside)
+    else:
+        tl.store(dst, tl.where(keep, raw, NINF).to(raw.dtype), mask=inside)
+
+
+@triton.jit
+def kept_sums_kernel(
+    x_ptr, sx_row, sx_col, val_ptr, k_ptr, k_scalar, sums_ptr, V, m,
+    K_TENSOR: tl.constexpr, KEY_BITS: tl.constexpr, FP16: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``sums[row]``: the fp32 sum of the row's kept entries, from its n selected values
+    (rows that keep the whole row read it)."""
+    row = tl.program_id(0).to(tl.int64)
+    keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    if keep_all:
+        for s in range(0, V, BLOCK):
+            c = s + tl.arange(0, BLOCK)
+            raw = tl.load(x_ptr + row * sx_row + c * sx_col, mask=c < V, other=0)
+            acc += _as_f32(raw, KEY_BITS, FP16)
+    else:
+        for t in range(0, n, BLOCK):  # (not s: its type would differ between branches)
+            c = t + tl.arange(0, BLOCK)
+            raw = tl.load(val_ptr + row * m + c, mask=c < n, other=0)
+            acc += _as_f32(raw, KEY_BITS, FP16)
+    tl.store(sums_ptr + row, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _mix32(h):
+    """engine._mix32 on uint32."""
+    h = (h ^ (h >> 16)) * MIX_A
+    h = (h ^ (h >> 15)) * MIX_B
+    h = (h ^ (h >> 16)) * MIX_A
+    return h ^ (h >> 15)
+
+
+@triton.jit
+def _uniform(key, col):
+    """engine._uniform_at's number for the row's key (uint32) at int64 columns ``col``:
+    the top 23 bits of a hash, plus a half, times 2**-23 (every step exact in fp32)."""
+    c = col.to(tl.uint32) * GOLDEN + 1
+    h = _mix32(key ^ _mix32(c))
+    h = _mix32(h ^ key)
+    return ((h >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
+
+
+@triton.jit
+def _log(v, PRECISE_LOG: tl.constexpr):
+    # libdevice's logf is the CUDA logf that torch's log uses on the device; the
+    # interpreter has no libdevice and takes numpy's log
+    if PRECISE_LOG:
+        out = libdevice.log(v)
+    else:
+        out = tl.log(v)
+    return out
+
+
+@triton.jit
+def gumbel_draw_kernel(
+    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr,
+    temp_ptr, temp_scalar, out_ptr, V, m,
+    K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
+    KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr, FP16: tl.constexpr,
+    PRECISE_LOG: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``out[row]``: the column of the largest ``score - log(-log(u(seed, column)))``
+    over the row's kept entries (ties to the lowest column), where ``score`` is
+    ``logit / temperature`` (fp32, correctly rounded) or ``log(p)``; a row whose
+    largest Gumbel score is not finite (or NaN) takes its top-1 instead: the largest
+    kept value, NaN largest, ties to the lowest column."""
+    row = tl.program_id(0).to(tl.int64)
+    keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
+    count = tl.where(keep_all, V, n)
+    n_sel = tl.where(keep_all, 0, n)  # entries read from the selection
+    seed = tl.load(seeds_ptr + row)
+    key = _mix32(seed.to(tl.uint32) ^ _mix32((seed >> 32).to(tl.uint32) ^ GOLDEN))
+    if TEMP_TENSOR:
+        t = tl.load(temp_ptr + row).to(tl.float32)
+    else:
+        t = temp_scalar  # an fp32 argument (the interpreter: a float it rounds to fp32)
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    best_col = tl.full([BLOCK], COL_NONE, tl.int64)
+    top_key = tl.zeros([BLOCK], tl.uint32)
+    top_col = tl.full([BLOCK], COL_NONE, tl.int64)
+    nan = tl.zeros([BLOCK], tl.int32)
+    for s in range(0, count, BLOCK):
+        j = s + tl.arange(0, BLOCK)
+        ok = j < count
+        # rows that keep the whole row read it; the others their selected entries
+        src = tl.where(keep_all, x_ptr + row * sx_row + j * sx_col, val_ptr + row * m + j)
+        raw = tl.load(src, mask=ok, other=0)
+        sel = tl.load(idx_ptr + row * m + j, mask=j < n_sel, other=0).to(tl.int64)
+        col = tl.where(keep_all, j.to(tl.int64), sel)
+        v = _as_f32(raw, KEY_BITS, FP16)
+        if FROM_PROBS:
+            score = tl.where(v == float("-inf"), v, _log(v, PRECISE_LOG))
+        else:
+            score = tl.math.div_rn(v, t)
+        g = score - _log(-_log(_uniform(key, col), PRECISE_LOG), PRECISE_LOG)
+        nan = nan | (ok & (g != g)).to(tl.int32)
+        g = tl.where(ok, g, float("-inf"))
+        up = (g > best) | ((g == best) & (col < best_col) & ok)
+        best = tl.where(up, g, best)
+        best_col = tl.where(up, col, best_col)
+        k_ = _keys(raw, KEY_BITS, INF_BITS)
+        up = ok & ((k_ > top_key) | ((k_ == top_key) & (col < top_col)))
+        top_key = tl.where(up, k_, top_key)
+        top_col = tl.where(up, col, top_col)
+    b = tl.max(best, axis=0)
+    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+    tk = tl.max(top_key, axis=0)
+    t_col = tl.min(tl.where(top_key == tk, top_col, COL_NONE), axis=0)
+    fine = (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
+    tl.store(out_ptr + row, tl.where(fine, b_col, t_col))

@@ -1,0 +1,140 @@
+"""Launches of the sampling kernels (:mod:`.ops.triton.sampling`): the engine's GPU
+path for ``top_k_mask_logits``, ``top_k_renorm_probs`` and the seeded top-k draws.
+
+The engine selects first (:func:`deepselect.topk_rows`) and hands the selection here:
+``vals`` / ``idx`` ``[rows, m]``, contiguous, best first when ``k`` is a per-row tensor
+(``m = k_max``), in any order for an int ``k`` (``m = k``), or None where an int ``k``
+keeps every row (``k <= 0`` or ``k >= V``). Each function writes into buffers it is
+given or allocates them; every decision is from shapes, so a call can be captured in a
+CUDA graph (no host sync, no value read on the host)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .ops.triton.common import _inf_bits
+from .ops.triton.launch import _RAW, _fill_bits, _interpreting, _next_pow2
+from .ops.triton.sampling import gumbel_draw_kernel, keep_rows_kernel, kept_sums_kernel
+
+TILE_BYTES = 16 << 10
+"""Bytes of input per program of the streaming pass (4096 fp32): 32 bytes per thread
+of 4 warps, two 16-byte loads in flight each; large enough that the threshold's one
+load per program is a small share of the program's time."""
+
+MIN_TILE_BYTES = 2 << 10
+"""The smallest tile, for few rows: more programs to spread one row over the SMs."""
+
+MIN_PROGRAMS = 1024
+"""Tiles shrink (down to :data:`MIN_TILE_BYTES`) until the pass has this many programs:
+about 8 per SM of an H100/H200, enough loads in flight at batch 1."""
+
+DRAW_BLOCK = 1024
+"""Entries per step of the draw's loop (one step for k <= 1024)."""
+
+NUM_WARPS = 4
+
+
+def stream_tile(rows: int, v: int, elem_size: int) -> int:
+    """Elements per program of :func:`keep_rows_kernel`'s pass over ``[rows, v]``.
+
+    >>> stream_tile(4096, 129280, 4), stream_tile(1, 129280, 4)
+    (4096, 512)
+    """
+    tile = TILE_BYTES // elem_size
+    while tile * elem_size > MIN_TILE_BYTES and rows * triton.cdiv(v, tile) < MIN_PROGRAMS:
+        tile //= 2
+    return tile
+
+
+def _key_args(dtype: torch.dtype) -> dict:
+    bits = 8 * torch.empty((), dtype=dtype).element_size()
+    fp16 = dtype == torch.float16
+    return dict(KEY_BITS=bits, INF_BITS=_inf_bits(bits, fp16), FP16=fp16)
+
+
+def _k_args(k, x: torch.Tensor, vals: torch.Tensor | None, idx: torch.Tensor | None):
+    """``(k_ptr, k_scalar, K_TENSOR, vals, idx, m)``; placeholders where nothing was
+    selected (an int k that keeps every row)."""
+    tensor = isinstance(k, torch.Tensor)
+    if vals is None:
+        vals, idx, m = x, x, 1
+    else:
+        m = vals.shape[1]
+    return (k if tensor else x), (0 if tensor else int(k)), tensor, vals, idx, m
+
+
+def mask_rows(x: torch.Tensor, k, vals, idx, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``out [rows, V]`` (the input's dtype, unit column stride): each row's kept
+    entries bitwise ``x``, ``-inf`` elsewhere. One launch."""
+    return _keep_rows(x, k, vals, idx, out, renorm=False)
+
+
+def renorm_rows(x: torch.Tensor, k, vals, idx, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``out [rows, V]``: ``p / (sum of the row's kept p)`` where kept, ``0 / sum``
+    elsewhere (fp32 sums and quotients; a zero sum gives NaN). Two launches: the kept
+    sums from the selected values, then the pass."""
+    return _keep_rows(x, k, vals, idx, out, renorm=True)
+
+
+def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
+    rows, v = x.shape
+    if out is None:
+        out = torch.empty((rows, v), dtype=x.dtype, device=x.device)
+    if rows == 0 or v == 0:
+        return out
+    raw = x.view(_RAW[x.dtype])
+    k_ptr, k_scalar, k_tensor, vals, idx, m = _k_args(k, x, vals, idx)
+    vals = vals.view(_RAW[x.dtype])
+    keys = _key_args(x.dtype)
+    sums = out  # unused without renorm
+    if renorm:
+        sums = torch.empty(rows, dtype=torch.float32, device=x.device)
+        kept_sums_kernel[(rows,)](
+            raw, raw.stride(0), raw.stride(1), vals, k_ptr, k_scalar, sums, v, m,
+            K_TENSOR=k_tensor, KEY_BITS=keys["KEY_BITS"], FP16=keys["FP16"],
+            BLOCK=DRAW_BLOCK, num_warps=NUM_WARPS,
+        )  # fmt: skip
+    dst = out if renorm else out.view(_RAW[x.dtype])
+    tile = stream_tile(rows, v, x.element_size())
+    keep_rows_kernel[(rows, triton.cdiv(v, tile))](
+        raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums,
+        dst, dst.stride(0), v, m,
+        K_TENSOR=k_tensor, RENORM=renorm, NINF=_fill_bits(float("-inf"), x.dtype),
+        TILE=tile, num_warps=NUM_WARPS, **keys,
+    )  # fmt: skip
+    return out
+
+
+def gumbel_draw(
+    x: torch.Tensor,
+    k,
+    vals,
+    idx,
+    seeds: torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    *,
+    from_probs: bool = False,
+) -> torch.Tensor:
+    """int64 ``[rows]``: each row's seeded Gumbel-max draw over its kept entries (the
+    engine's ``_draw`` with ``seeds``), the top-1 where the row has no distribution.
+
+    ``temperature``: a float or a float ``[rows]`` tensor (logits only); ``from_probs``
+    scores ``log(p)`` instead of ``logit / temperature``. One launch."""
+    rows, v = x.shape
+    out = torch.empty(rows, dtype=torch.int64, device=x.device)
+    if rows == 0:
+        return out
+    raw = x.view(_RAW[x.dtype])
+    k_ptr, k_scalar, k_tensor, vals, idx, m = _k_args(k, x, vals, idx)
+    temp_tensor = isinstance(temperature, torch.Tensor)
+    block = DRAW_BLOCK if vals is x else min(DRAW_BLOCK, max(_next_pow2(m), 128))
+    gumbel_draw_kernel[(rows,)](
+        raw, raw.stride(0), raw.stride(1), vals.view(_RAW[x.dtype]), idx, k_ptr, k_scalar,
+        seeds, temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature),
+        out, v, m,
+        K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=from_probs,
+        PRECISE_LOG=not _interpreting(), BLOCK=block, num_warps=NUM_WARPS,
+        **_key_args(x.dtype),
+    )  # fmt: skip
+    return out

@@ -1,0 +1,214 @@
+"""The fused sampling kernels (:mod:`deepselect.ops.triton.sampling`) against the
+engine's torch definitions, in Triton's interpreter on CPU tensors.
+
+Each test runs an engine operation twice on the same input: once as the CPU path
+defines it (torch ops around the exact select) and once routed through the GPU path
+(the select, then the kernels), by making ``engine._uses_kernels`` say yes for CPU
+tensors. Masks must agree bit for bit, seeded draws token for token, renormalised
+probabilities within fp32 rounding of a differently ordered sum."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import bits
+
+from deepselect import engine, topk_rows
+from deepselect.distributions import make
+from deepselect.keys import SUPPORTED_DTYPES
+from deepselect.triton_sampling import mask_rows, stream_tile
+
+# 0 / 0 and log(0) in the kernels, which numpy (the interpreter) warns about
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+ADVERSARIAL = ["normal", "distinct2", "nan_hotspots", "signed_zeros", "bits_negative", "huge"]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+@pytest.fixture
+def kernels(monkeypatch):
+    """Call ``fn(*args, **kw)`` routed through the kernels."""
+
+    def run(fn, *args, **kw):
+        with monkeypatch.context() as m:
+            m.setattr(engine, "_uses_kernels", lambda x: x.dtype in SUPPORTED_DTYPES)
+            return fn(*args, **kw)
+
+    return run
+
+
+def rows_with_edges(kind: str, rows: int, v: int, dtype, seed: int) -> torch.Tensor:
+    """``rows`` rows of ``kind``, the last few rewritten: ties at the top (all equal),
+    +-inf and -0.0/0.0 mixed in, and a row of NaN and -inf only."""
+    x = make(kind, rows, v, dtype, seed=seed)
+    x[-1] = float("-inf")
+    x[-1, ::3] = float("nan")
+    x[-2] = 1.5
+    x[-3, ::2] = -0.0
+    x[-3, 1::2] = 0.0
+    x[-3, ::7] = float("inf")
+    x[-3, 5::11] = float("-inf")
+    return x
+
+
+def per_row_k(rows: int, v: int, k_max: int) -> torch.Tensor:
+    """Per-row k through every edge: <= 0, 1, k_max, >= V, and values between."""
+    base = [0, -3, 1, k_max, v, v + 7, 2, k_max - 1, v - 1 if v - 1 <= k_max else 3]
+    return torch.tensor([base[r % len(base)] for r in range(rows)], dtype=torch.int64)
+
+
+def check_same_mask(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(bits(got), bits(want))
+
+
+def test_tiles_cover_rows_longer_than_one_tile():
+    """The shapes below need several tiles per row, the last one partial."""
+    assert stream_tile(2, 1300, 4) < 1300 and 1300 % stream_tile(2, 1300, 4)
+    assert stream_tile(2, 1300, 2) < 1300 and 1300 % stream_tile(2, 1300, 2)
+
+
+@pytest.mark.parametrize("kind", ADVERSARIAL)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mask_logits_bitwise(kernels, kind, dtype):
+    v = 1300
+    x = rows_with_edges(kind, 6, v, dtype, seed=3)
+    for k in (0, 1, 7, 50, v - 1, v, v + 5):
+        want = engine.top_k_mask_logits(x, k)
+        check_same_mask(kernels(engine.top_k_mask_logits, x, k), want)
+    kt = per_row_k(6, v, 40)
+    want = engine.top_k_mask_logits(x, kt, k_max=40)
+    check_same_mask(kernels(engine.top_k_mask_logits, x, kt, k_max=40), want)
+    kt32 = kt.to(torch.int32)
+    check_same_mask(kernels(engine.top_k_mask_logits, x, kt32), engine.top_k_mask_logits(x, kt32))
+
+
+def test_mask_logits_strided_one_column_and_empty(kernels):
+    x = make("distinct32", 5, 97, torch.float32, seed=4)
+    wide = torch.zeros(5, 2 * 97 + 3)
+    wide[:, 1 : 2 * 97 + 1 : 2] = x
+    xs = wide[:, 1 : 2 * 97 + 1 : 2]
+    for k in (3, torch.tensor([0, 1, 3, 97, 9])):
+        check_same_mask(kernels(engine.top_k_mask_logits, xs, k), engine.top_k_mask_logits(x, k))
+    one = make("normal", 4, 1, torch.float32, seed=5)
+    for k in (0, 1, 2, torch.tensor([0, 1, 2, -1])):
+        check_same_mask(kernels(engine.top_k_mask_logits, one, k), one)
+    empty = torch.empty(0, 10)
+    assert kernels(engine.top_k_mask_logits, empty, 3).shape == (0, 10)
+    assert kernels(engine.top_k_mask_logits, torch.empty(3, 0), 0).shape == (3, 0)
+
+
+def test_mask_k_max_below_k_keeps_k_max():
+    """On a device (no value checks) rows with k_max < k < V keep only k_max."""
+    x = make("normal", 3, 50, torch.float32, seed=6)
+    vals, idx = topk_rows(x, 4, order="value")
+    got = mask_rows(x, torch.tensor([10, 4, 49]), vals, idx)
+    assert torch.isfinite(got).sum(dim=1).tolist() == [4, 4, 4]
+    check_same_mask(got, engine.top_k_mask_logits(x, 4))
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "all_equal", "signed_zeros", "huge"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_renorm_probs(kernels, kind, dtype):
+    v = 1300
+    probs = make(kind, 6, v, dtype, seed=13).abs()
+    probs[-1] = 0.0  # kept sum 0: NaN everywhere, as 0 / 0
+    probs[-2, :9] = 0.0
+    # fp32 sums in another order: within a few fp32 ulps, then rounded to the dtype
+    rtol = 1e-6 if dtype == torch.float32 else 8e-3
+    for k in (0, 1, 9, v, torch.tensor([0, 1, 5, v, 9, 3])):
+        want = engine.top_k_renorm_probs(probs, k)
+        got = kernels(engine.top_k_renorm_probs, probs, k)
+        assert got.dtype == dtype
+        assert torch.equal(got == 0, want == 0) and torch.equal(got.isnan(), want.isnan())
+        torch.testing.assert_close(got, want, rtol=rtol, atol=0, equal_nan=True)
+    assert bool(got[-1].isnan().all())
+
+
+def logits_and_seeds(kind: str, rows: int, v: int, seed: int):
+    x = make(kind, rows, v, torch.float32, seed=seed)
+    seeds = torch.arange(rows, dtype=torch.int64) * 7919 - 2**40 + seed
+    seeds[0] = -1
+    seeds[-1] = 2**63 - 1
+    return x, seeds
+
+
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "nan_hotspots", "bits_negative"])
+def test_seeded_draw_from_logits_identical(kernels, kind):
+    v = 300
+    x, seeds = logits_and_seeds(kind, 9, v, 23)
+    temp = torch.linspace(0.25, 4.0, 9)
+    f = engine.top_k_sampling_from_logits
+    for k in (1, 5, 100, v - 1, 0, v, per_row_k(9, v, 60)):
+        k_max = 60 if isinstance(k, torch.Tensor) else None
+        for t in (temp, 0.7, 1.0):
+            want = f(x, k, temperature=t, seeds=seeds, k_max=k_max)
+            got = kernels(f, x, k, temperature=t, seeds=seeds, k_max=k_max)
+            assert torch.equal(got, want), (k, t, got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_seeded_draw_16_bit(kernels, dtype):
+    x, seeds = logits_and_seeds("distinct32", 6, 200, 29)
+    x = x.to(dtype)
+    f = engine.top_k_sampling_from_logits
+    for k in (3, 0, per_row_k(6, 200, 20)):
+        k_max = 20 if isinstance(k, torch.Tensor) else None
+        want = f(x, k, temperature=0.5, seeds=seeds, k_max=k_max)
+        assert torch.equal(kernels(f, x, k, temperature=0.5, seeds=seeds, k_max=k_max), want)
+
+
+def test_seeded_draw_from_probs_identical(kernels):
+    v = 300
+    x, seeds = logits_and_seeds("distinct32", 9, v, 31)
+    probs = torch.softmax(x, dim=1)
+    probs[1, :50] = 0.0
+    probs[1] /= probs[1].sum()
+    f = engine.top_k_sampling_from_probs
+    for k in (1, 4, 64, 0, v, per_row_k(9, v, 60)):
+        k_max = 60 if isinstance(k, torch.Tensor) else None
+        want = f(probs, k, seeds=seeds, k_max=k_max)
+        assert torch.equal(kernels(f, probs, k, seeds=seeds, k_max=k_max), want), k
+
+
+def test_draw_rows_without_a_distribution_take_their_top1(kernels):
+    ninf, inf, nan = float("-inf"), float("inf"), float("nan")
+    x = torch.tensor(
+        [
+            [ninf] * 6,
+            [0.5, 2.0, 1.0, 2.0, -1.0, 0.0],
+            [0.5, inf, 1.0, inf, -1.0, 0.0],
+            [0.5, nan, 1.0, 3.0, nan, 0.0],
+            [-3.0, -2.0, -5.0, -2.5, -1.0, -9.0],
+        ]
+    )
+    temp = torch.tensor([1.0, 1e-45, 1.0, 1.0, 1e-45])
+    seeds = torch.arange(5, dtype=torch.int64)
+    f = engine.top_k_sampling_from_logits
+    for k, k_max in ((3, None), (torch.full((5,), 3), 4), (0, None)):
+        want = f(x, k, temperature=temp, seeds=seeds, k_max=k_max)
+        got = kernels(f, x, k, temperature=temp, seeds=seeds, k_max=k_max)
+        assert torch.equal(got, want), (k, got, want)
+    assert got[:3].tolist() == [0, 1, 1]  # k = 0: the whole row's top-1
+
+
+def test_draw_batch_invariant_and_inside_the_kept_set(kernels):
+    v = 500
+    x, seeds = logits_and_seeds("distinct2", 12, v, 37)
+    k = per_row_k(12, v, 30)
+    f = engine.top_k_sampling_from_logits
+    full = kernels(f, x, k, seeds=seeds, k_max=30)
+    keep = torch.isfinite(engine.top_k_mask_logits(x, k, k_max=30))
+    assert bool(keep[torch.arange(12), full].all())
+    for r in (0, 5, 11):
+        alone = kernels(f, x[r : r + 1], k[r : r + 1], seeds=seeds[r : r + 1], k_max=30)
+        assert int(alone[0]) == int(full[r])
+
+
+def test_generator_draws_keep_the_torch_path(kernels):
+    """``generator=`` stays torch.multinomial: the same stream gives the same tokens."""
+    x, _ = logits_and_seeds("normal", 4, 100, 41)
+    f = engine.top_k_sampling_from_logits
+    a = f(x, 5, generator=torch.Generator().manual_seed(1))
+    b = kernels(f, x, 5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
