@@ -160,6 +160,8 @@ def test_derived_key_tells_arguments_apart(fake_driver):
         assert fn.log[-2][0] == "slow" and fn.log[-1][0] == "fast", (args, kw)
         assert fn.log[-1][1][9:11] == args
     assert fn.compiled == len(cases)
+    launch_cache.launch(fn, (1,), (x, 2.5), {"B": 8})  # any float: the same kernel
+    assert fn.log[-1][0] == "fast" and fn.log[-1][1][10] == 2.5
     z = torch.empty(8)  # another tensor of x's kind, inside a tuple
     launch_cache.launch(fn, (1,), (z, (10, z)), {"B": 8})
     assert fn.log[-1][0] == "fast" and fn.log[-1][1][9] is z and fn.log[-1][1][10][1] is z

@@ -21,9 +21,9 @@ What Triton would specialize on must be in the cache key, or a kernel compiled f
 one case would run on another. Unless the caller gives a key, :func:`launch` derives
 one (:func:`_arg_key`): integers by value (every specialization Triton makes of one:
 its width, whether it equals 1, whether 16 divides it, follows from the value), a
-tensor's dtype and 16-byte alignment, a tuple's elements, each so, and any other
-argument by type and value; keyword arguments (constexprs and launch options) by
-value. A launch site's integers are fixed by its call signature (shapes, strides,
+tensor's dtype and 16-byte alignment, a tuple's elements, each so, a float by its
+type, and any other argument by type and value; keyword arguments (constexprs and
+launch options) by value. A launch site's integers are fixed by its call signature (shapes, strides,
 options), so repeated calls find their entry. :func:`launch` adds the grid and the
 current device.
 
@@ -167,8 +167,9 @@ def _align(t: torch.Tensor) -> tuple:
 def _arg_key(args: Sequence[Any]) -> tuple:
     """The derived key of positional arguments: integers (sizes, strides, flags) by
     value, which fixes every specialization Triton makes of them; tensors by dtype and
-    16-byte alignment; tuples element by element; bools and floats by type and value
-    (``True == 1.0 == 1`` must not share a kernel); anything else by itself."""
+    16-byte alignment; tuples element by element; floats by type (Triton passes any
+    as fp32); bools by type and value (``True == 1`` must not share a kernel);
+    anything else by type and value."""
     out = []
     for a in args:
         t = type(a)
@@ -178,6 +179,8 @@ def _arg_key(args: Sequence[Any]) -> tuple:
             out.append(_arg_key(a))
         elif isinstance(a, torch.Tensor):
             out.append((a.dtype, a.data_ptr() % _ALIGN == 0))
+        elif t is float:
+            out.append(float)  # Triton passes a float as fp32 whatever its value
         else:
             out.append((t, a))
     return tuple(out)

@@ -13,9 +13,15 @@ from __future__ import annotations
 import torch
 import triton
 
+from . import launch_cache
 from .ops.triton.common import _inf_bits
 from .ops.triton.launch import _RAW, _fill_bits, _interpreting, _next_pow2
 from .ops.triton.sampling import gumbel_draw_kernel, keep_rows_kernel, kept_sums_kernel
+
+# after a signature's first launch, launches skip Triton's per-call argument binding
+_sums = launch_cache.cached(kept_sums_kernel)
+_keep = launch_cache.cached(keep_rows_kernel)
+_draw = launch_cache.cached(gumbel_draw_kernel)
 
 TILE_BYTES = 16 << 10
 """Bytes of input per program of the streaming pass (4096 fp32): 32 bytes per thread
@@ -90,14 +96,14 @@ def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
     sums = out  # unused without renorm
     if renorm:
         sums = torch.empty(rows, dtype=torch.float32, device=x.device)
-        kept_sums_kernel[(rows,)](
+        _sums[(rows,)](
             raw, raw.stride(0), raw.stride(1), vals, k_ptr, k_scalar, sums, v, m,
             K_TENSOR=k_tensor, KEY_BITS=keys["KEY_BITS"], FP16=keys["FP16"],
             BLOCK=DRAW_BLOCK, num_warps=NUM_WARPS,
         )  # fmt: skip
     dst = out if renorm else out.view(_RAW[x.dtype])
     tile = stream_tile(rows, v, x.element_size())
-    keep_rows_kernel[(rows, triton.cdiv(v, tile))](
+    _keep[(rows, triton.cdiv(v, tile))](
         raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums,
         dst, dst.stride(0), v, m,
         K_TENSOR=k_tensor, RENORM=renorm, NINF=_fill_bits(float("-inf"), x.dtype),
@@ -129,7 +135,7 @@ def gumbel_draw(
     k_ptr, k_scalar, k_tensor, vals, idx, m = _k_args(k, x, vals, idx)
     temp_tensor = isinstance(temperature, torch.Tensor)
     block = DRAW_BLOCK if vals is x else min(DRAW_BLOCK, max(_next_pow2(m), 128))
-    gumbel_draw_kernel[(rows,)](
+    _draw[(rows,)](
         raw, raw.stride(0), raw.stride(1), vals.view(_RAW[x.dtype]), idx, k_ptr, k_scalar,
         seeds, temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature),
         out, v, m,
