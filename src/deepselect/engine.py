@@ -238,6 +238,16 @@ def indexer_topk(
         opt = TopkOptions(order=order, begin=begin, end=end, fill_index=-1)
         run_triton(scores, k, opt, None, res, page=PageMap(table, page_size, row_to_batch))
         return res
+    return _paged_positions(scores, k, order, begin, end, page_table, page_size, row_to_batch, out)
+
+
+def _paged_positions(
+    scores, k, order, begin, end, page_table, page_size: int, row_to_batch, out
+) -> torch.Tensor:
+    """:func:`indexer_topk` through a page table where the kernels cannot map the
+    positions in their output write: the positions, then the table's slots by torch
+    gathers (validated on the CPU, clamped on a device)."""
+    rows, dev = scores.shape[0], scores.device
     _, pos = topk_rows(
         scores,
         k,
