@@ -29,6 +29,9 @@ from triton.compiler import ASTSource
 
 from deepselect import triton_short
 from deepselect.ops.triton.launch import _fill_bits
+from deepselect.ops.triton.passes import PASSES_DEFAULTS, PASSES_GROUPS
+from deepselect.ops.triton.short import SHORT_DEFAULTS, SHORT_GROUPS
+from deepselect.ops.triton.split import SPLIT_DEFAULTS, SPLIT_GROUPS
 from deepselect.ops.triton.stream import ROWS_DEFAULTS, ROWS_GROUPS, deepselect_rows_kernel
 from deepselect.ops.triton.sync import SMEM_HIST_MARK
 from deepselect.options import Order, TopkOptions
@@ -66,7 +69,12 @@ def launch_specialization(fn, sig: dict, values: dict) -> tuple[dict, dict]:
 
 
 # kernels with tuple parameters: how they bundle their arguments, and the defaults
-BUNDLED = {deepselect_rows_kernel: (ROWS_GROUPS, ROWS_DEFAULTS)}
+BUNDLED = {
+    deepselect_rows_kernel: (ROWS_GROUPS, ROWS_DEFAULTS),
+    triton_short.short_rows_kernel: (SHORT_GROUPS, SHORT_DEFAULTS),
+    triton_short.split_fused_kernel: (SPLIT_GROUPS, SPLIT_DEFAULTS),
+    triton_short.radix_phases_kernel: (PASSES_GROUPS, PASSES_DEFAULTS),
+}
 
 
 def source(fn, sig: dict, consts: dict, attrs: dict) -> ASTSource:
@@ -239,9 +247,7 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, by_ph
         consts = {**defaults, **kw}
         launch = ("num_warps", "maxnreg", "launch_cooperative_grid")
         opts = {o: consts.pop(o) for o in launch if o in consts}
-        types = signature(dtype, False)  # in the kernel's order, its own arguments
-        names = list(inspect.signature(kernel.fn).parameters)
-        sig = {name: types[name] for name in names if name in types}
+        sig = signature(dtype, False)  # its own arguments, by name
         sig.update({name: "constexpr" for name in consts})
         # the integer arguments of a launch on contiguous rows and outputs, default
         # options (the candidate buffers' widths left out: the plan's)

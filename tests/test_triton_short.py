@@ -875,7 +875,7 @@ def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
     process than it has) gets the same result from one launch per phase, a warning
     once, and no further attempt with as many programs; a launch of fewer programs
     is still tried."""
-    real = triton_short.radix_phases_kernel
+    real = triton_short._passes_kernel  # the launch site's kernel
     tried = []
 
     class Refusing:
@@ -888,7 +888,7 @@ def test_radix_passes_refused_cooperative_launch_runs_by_phase(monkeypatch):
 
             return launch
 
-    monkeypatch.setattr(triton_short, "radix_phases_kernel", Refusing())
+    monkeypatch.setattr(triton_short, "_passes_kernel", Refusing())
     monkeypatch.setattr(triton_short, "_COOPERATIVE_REFUSED", {})
     x = make("distinct32", 2, 700, torch.bfloat16, DEV, seed=3)
     opt = TopkOptions(order=Order.INDEX)

@@ -26,13 +26,14 @@ from .ops.triton.launch import (
     _fill_bits,
     _interpreting,
     _next_pow2,
+    bundle,
     occupancy_cap,
     page_arguments,
     row_arguments,
 )
-from .ops.triton.passes import radix_phases_kernel
-from .ops.triton.short import short_rows_kernel
-from .ops.triton.split import split_fused_kernel
+from .ops.triton.passes import PASSES_DEFAULTS, PASSES_GROUPS, radix_phases_kernel
+from .ops.triton.short import SHORT_DEFAULTS, SHORT_GROUPS, short_rows_kernel
+from .ops.triton.split import SPLIT_DEFAULTS, SPLIT_GROUPS, split_fused_kernel
 from .options import Order, TopkOptions
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
@@ -484,6 +485,27 @@ def _launch_kwargs(
     return tuple(out)
 
 
+@cache  # bundled once per plan and call shape
+def _launch_bundles(
+    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, interp: bool
+) -> tuple[tuple[dict, dict], ...]:
+    """Per launch of :func:`_launch_kwargs`: its keyword arguments as they are and
+    bundled as the kernel's tuple parameters take them."""
+    groups, defaults = (SPLIT_GROUPS, SPLIT_DEFAULTS) if plan.in_launch else (
+        SHORT_GROUPS, SHORT_DEFAULTS)  # fmt: skip
+    each = _launch_kwargs(dtype, plan, flags, page_flags, interp)
+    return tuple((kw, bundle(groups, kw, defaults)) for kw in each)
+
+
+@cache
+def _passes_bundles(
+    dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, sync: bool
+) -> tuple[dict, ...]:
+    """:func:`_passes_kwargs`'s launches, bundled as ``radix_phases_kernel`` takes them."""
+    each = _passes_kwargs(dtype, plan, flags, page_flags, sync)
+    return tuple(bundle(PASSES_GROUPS, kw, PASSES_DEFAULTS) for kw in each)
+
+
 @cache
 def _passes_kwargs(
     dtype: torch.dtype, plan: ShortPlan, flags: tuple, page_flags: tuple, sync: bool
@@ -500,8 +522,16 @@ def _passes_kwargs(
     return out
 
 
+def _flat_names(kernel, groups: dict) -> list[str]:
+    """``kernel``'s arguments by name in order, each tuple parameter of ``groups`` as the
+    arguments it bundles."""
+    names = inspect.signature(kernel.fn).parameters
+    return [m for name in names for m in groups.get(name, (name,))]
+
+
 def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``short_rows_kernel`` (for ``triton.compile(ASTSource(...))``)."""
+    """Argument types of ``short_rows_kernel`` by name, its tuple parameters' members
+    apart (for ``scripts/compile_check.source``)."""
     raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
     i32 = "i32"
     sig = dict(x_ptr=raw, stride_xr=i32, stride_xc=i32, N=i32, begin_ptr="*i64")
@@ -516,20 +546,21 @@ def kernel_signature(dtype: torch.dtype, idx64: bool) -> dict:
 
 
 def passes_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``radix_phases_kernel`` (for ``triton.compile(ASTSource(...))``)."""
+    """Argument types of ``radix_phases_kernel``, as :func:`kernel_signature` gives
+    them."""
     types = kernel_signature(dtype, idx64)
     types.update(tot_ptr="*i32", cnt_ptr="*i32", hs_ptr="*i32")
-    names = inspect.signature(radix_phases_kernel.fn).parameters
+    names = _flat_names(radix_phases_kernel, PASSES_GROUPS)
     return {name: types[name] for name in names if name in types}
 
 
 def in_launch_signature(dtype: torch.dtype, idx64: bool) -> dict:
-    """Argument types of ``split_fused_kernel`` (for ``triton.compile(ASTSource(...))``):
+    """Argument types of ``split_fused_kernel``, as :func:`kernel_signature` gives them:
     those of ``short_rows_kernel`` it shares, its candidate buffers and counters, in
     its own order."""
     types = kernel_signature(dtype, idx64)
     types.update(ck_ptr="*i32", ci_ptr="*i32", DCT="i32", cnt_ptr="*i32", NCNT="i32")
-    names = inspect.signature(split_fused_kernel.fn).parameters
+    names = _flat_names(split_fused_kernel, SPLIT_GROUPS)
     return {name: types[name] for name in names if name in types}
 
 
@@ -572,6 +603,9 @@ def run_short(
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     ov_strides = (ov.stride(0), ov.stride(1)) if write_values else (0, 0)
+    xin = (raw, x.stride(0), x.stride(1), n)
+    out = (ov, out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1))
+    fills = (opt.fill_index, fill_bits)
     flags = (
         ("largest", opt.largest),
         ("order", opt.order),
@@ -587,13 +621,12 @@ def run_short(
         hs = torch.empty((rows, first.nseg, npass << PASS_BITS), dtype=torch.int32, device=dev)
         grid = (rows * -(-first.nseg // plan.pass_tiles),)
         args = (
-            raw, x.stride(0), x.stride(1), n, begin, end, zero[:ntot], zero[ntot:], hs, ov,
-            out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
-            off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args,
+            xin, (begin, end), (zero[:ntot], zero[ntot:], hs), out, (off_ptr, off_scalar),
+            fills, k, first.L, first.nseg, page_args,
         )  # fmt: skip
         refused = _COOPERATIVE_REFUSED.get(dev)
         if plan.grid_sync and (refused is None or grid[0] < refused):
-            (kw,) = _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), True)
+            (kw,) = _passes_bundles(x.dtype, plan, flags, tuple(page_flags.items()), True)
             try:
                 _passes_kernel[grid](*args, **kw)
                 return
@@ -608,12 +641,12 @@ def run_short(
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        for kw in _passes_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), False):
+        for kw in _passes_bundles(x.dtype, plan, flags, tuple(page_flags.items()), False):
             _passes_kernel[grid](*args, **kw)
         return
-    launch_kw = _launch_kwargs(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
+    launch_kw = _launch_bundles(x.dtype, plan, flags, tuple(page_flags.items()), _interpreting())
     if plan.in_launch:
-        first, (kw,) = plan.levels[0], launch_kw
+        first, ((kw, bundled),) = plan.levels[0], launch_kw
         units = [first.nseg] + [lv.nseg for lv in plan.levels[1:-1]]
         dct = sum(units) * plan.kp  # every level's units but the last (the outputs)
         ck = torch.empty((rows, dct), dtype=torch.int32, device=dev)
@@ -624,14 +657,13 @@ def run_short(
         if kw["PREFILTER"] or any(kw["PS"]):
             scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
         _split_kernel[(rows * first.nseg,)](
-            raw, x.stride(0), x.stride(1), n, begin, end, ck, ci, dct, cnt, ncnt, ov,
-            out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1), off_ptr,
-            off_scalar, opt.fill_index, fill_bits, k, first.L, first.nseg, *page_args, scr, **kw,
+            xin, (begin, end), (ck, ci, dct), (cnt, ncnt), out, (off_ptr, off_scalar), fills, k,
+            first.L, first.nseg, page_args, scr, **bundled,
         )  # fmt: skip
         return
     src_k = src_i = out_indices  # unused until a level writes candidates
     c = 0
-    for lv, kw in zip(plan.levels, launch_kw, strict=True):
+    for lv, (kw, bundled) in zip(plan.levels, launch_kw, strict=True):
         if lv.dst_cand:
             dc = lv.nseg * k
             dst_k = torch.empty((rows, dc), dtype=torch.int32, device=dev)
@@ -643,32 +675,18 @@ def run_short(
         if kw["PREFILTER"]:
             scr = torch.empty((rows * lv.nseg, kw["CAND"]), dtype=torch.int64, device=dev)
         _short_kernel[(rows * lv.nseg,)](
-            raw,
-            x.stride(0),
-            x.stride(1),
-            n,
-            begin,
-            end,
-            src_k,
-            src_i,
-            c,
-            dst_k,
-            dst_i,
-            dc,
-            ov,
-            out_indices,
-            *ov_strides,
-            out_indices.stride(0),
-            out_indices.stride(1),
-            off_ptr,
-            off_scalar,
-            opt.fill_index,
-            fill_bits,
+            xin,
+            (begin, end),
+            (src_k, src_i, c),
+            (dst_k, dst_i, dc),
+            out,
+            (off_ptr, off_scalar),
+            fills,
             k,
             lv.L,
             lv.nseg,
-            *(page_args if not lv.dst_cand else no_page),
+            page_args if not lv.dst_cand else no_page,
             scr,
-            **kw,
+            **bundled,
         )
         src_k, src_i, c = dst_k, dst_i, dc

@@ -8,6 +8,7 @@ import triton.language as tl
 
 from .common import _raw_key, _store_index, _window
 from .short import (
+    SHORT_GROUPS,
     _input_slice,
     _row_offset,
     _running_count,
@@ -17,6 +18,25 @@ from .short import (
     _write_staged,
 )
 from .sync import _histogram, _smem_bins_add, _smem_bins_read, _smem_bins_zero
+
+PASSES_GROUPS = dict(
+    xin=SHORT_GROUPS["xin"],
+    win=SHORT_GROUPS["win"],
+    sync=("tot_ptr", "cnt_ptr", "hs_ptr"),
+    out=SHORT_GROUPS["out"],
+    off=SHORT_GROUPS["off"],
+    fills=SHORT_GROUPS["fills"],
+    page=SHORT_GROUPS["page"],
+    KEYS=SHORT_GROUPS["KEYS"],
+    FORM=("HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
+    SHAPE=("NMAX", "KP", "NT"),
+    PHASES=("DIGIT", "FIRST", "LAST", "NSEGP", "TILES"),
+    PAGE=SHORT_GROUPS["PAGE"],
+)
+"""How :func:`radix_phases_kernel` bundles its arguments (see ``launch.bundle``)."""
+
+PASSES_DEFAULTS = dict(TILES=1, PAGED=False, PAGE_SHIFT=0, HAS_R2B=False)
+"""The bundled compile-time arguments a launch may leave out."""
 
 
 @triton.jit
@@ -82,15 +102,9 @@ def _whole(seg, L, lo, hi, NMAX: tl.constexpr):
 
 @triton.jit
 def radix_phases_kernel(
-    x_ptr, stride_xr, stride_xc, N, begin_ptr, end_ptr, tot_ptr, cnt_ptr, hs_ptr, ov_ptr,
-    oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
-    fill_bits, k, L, nseg, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
-    RAW16: tl.constexpr, HAS_WINDOW: tl.constexpr, OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr,
-    DIGIT: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, NSEGP: tl.constexpr,
-    TILES: tl.constexpr = 1, PAGED: tl.constexpr = False, PAGE_SHIFT: tl.constexpr = 0,
-    HAS_R2B: tl.constexpr = False, SMEM_HIST: tl.constexpr = False,
+    xin, win, sync, out, off, fills, k, L, nseg, page, KEYS: tl.constexpr, FORM: tl.constexpr,
+    SHAPE: tl.constexpr, PHASES: tl.constexpr, PAGE: tl.constexpr,
+    SMEM_HIST: tl.constexpr = False,
 ):  # fmt: skip
     """A row's radix select spread over its segments (``nseg`` of ``L`` per row, one
     program per ``TILES`` of them in a row), phases ``FIRST .. LAST`` of it. Phase ``p <
@@ -115,7 +129,33 @@ def radix_phases_kernel(
     written; they add to one histogram (with ``SMEM_HIST``), count a segment wholly
     inside the row's window without a validity mask (:func:`_whole`), and stage each
     selected position at its slot, the program's run of slots then written out at once
-    (:func:`_write_staged`)."""
+    (:func:`_write_staged`).
+
+    The arguments, bundled as :data:`PASSES_GROUPS` names them: ``sync = (tot_ptr,
+    cnt_ptr, hs_ptr)``, the rest as :func:`.short.short_rows_kernel` takes them;
+    compile-time ``FORM = (HAS_WINDOW, OFF_TENSOR, WRITE_VALUES)``, ``SHAPE = (NMAX, KP,
+    NT)``, ``PHASES = (DIGIT, FIRST, LAST, NSEGP, TILES)``."""
+    x_ptr, stride_xr, stride_xc, N = xin
+    begin_ptr, end_ptr = win
+    tot_ptr, cnt_ptr, hs_ptr = sync
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
+    off_ptr, off_scalar = off
+    KEY_MASK: tl.constexpr = KEYS[0]
+    SIGN: tl.constexpr = KEYS[1]
+    INF_BITS: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[3]
+    RAW16: tl.constexpr = KEYS[4]
+    HAS_WINDOW: tl.constexpr = FORM[0]
+    OFF_TENSOR: tl.constexpr = FORM[1]
+    WRITE_VALUES: tl.constexpr = FORM[2]
+    NMAX: tl.constexpr = SHAPE[0]
+    KP: tl.constexpr = SHAPE[1]
+    NT: tl.constexpr = SHAPE[2]
+    DIGIT: tl.constexpr = PHASES[0]
+    FIRST: tl.constexpr = PHASES[1]
+    LAST: tl.constexpr = PHASES[2]
+    NSEGP: tl.constexpr = PHASES[3]
+    TILES: tl.constexpr = PHASES[4]
     nprog = (nseg + TILES - 1) // TILES  # programs per row
     pid = tl.program_id(0)
     row = pid // nprog
@@ -215,10 +255,10 @@ def radix_phases_kernel(
             if TILES == 1:
                 _write_segment(
                     x_row, stride_xc, keys, idx, valid, prefix, rem, gt0, eq0, kk, k,
-                    seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
-                    ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
-                    page_stride, max_pages, n_batch, r2b_ptr, WRITE_VALUES, KP, NT, PAGED,
-                    PAGE_SHIFT, HAS_R2B, False,
+                    seg0 == 0, row, off,
+                    (oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr,
+                     stride_ovc),
+                    fills, page, WRITE_VALUES, KP, NT, PAGE, False,
                 )  # fmt: skip
             else:
                 raw, _, _, _, _ = _slice_raw(
@@ -237,37 +277,36 @@ def radix_phases_kernel(
                     raw = nxt
                     gt, eq = _write_segment(
                         x_row, stride_xc, keys.to(tl.uint32), idx, valid, prefix, rem, gt0,
-                        eq0, kk, k, seg0 + t == 0, row, off, oi_ptr + row64 * stride_oir,
-                        stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc, fill_index,
-                        fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                        WRITE_VALUES, KP, NT, PAGED, PAGE_SHIFT, HAS_R2B, True,
+                        eq0, kk, k, seg0 + t == 0, row, off,
+                        (oi_ptr + row64 * stride_oir, stride_oic,
+                         ov_ptr + row64 * stride_ovr, stride_ovc),
+                        fills, page, WRITE_VALUES, KP, NT, PAGE, True,
                     )  # fmt: skip
                     gt0 += gt
                     eq0 += eq
                 tl.debug_barrier()  # the program's slots, staged by all its threads
                 _write_staged(
                     x_row, stride_xc, s_first, gt0 + tl.minimum(eq0, rem) - s_first, kk, k,
-                    seg0 == 0, row, off, oi_ptr + row64 * stride_oir, stride_oic,
-                    ov_ptr + row64 * stride_ovr, stride_ovc, fill_index, fill_bits, page_ptr,
-                    page_stride, max_pages, n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS,
-                    LARGEST, RAW16, False, WRITE_VALUES, KP, PAGED, PAGE_SHIFT,
-                    HAS_R2B,
+                    seg0 == 0, row, off,
+                    (oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr,
+                     stride_ovc),
+                    fills, page, KEYS, False, WRITE_VALUES, KP, PAGE,
                 )  # fmt: skip
 
 
 @triton.jit
 def _write_segment(
-    x_row, stride_xc, keys, idx, valid, pk, r, gt0, eq0, kk, k, fills, row, off, oi_row,
-    stride_oic, ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
-    n_batch, r2b_ptr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr,
-    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+    x_row, stride_xc, keys, idx, valid, pk, r, gt0, eq0, kk, k, fills, row, off, orow, fill,
+    page, WRITE_VALUES: tl.constexpr, KP: tl.constexpr, NT: tl.constexpr, PAGE: tl.constexpr,
     STAGE: tl.constexpr = False,
 ):  # fmt: skip
     """One segment's part of a row's output, its pivot key ``pk`` and ties to take
     ``r`` known: its keys above ``pk`` and its ties ranked below ``r`` among the
     row's, at their slots in position order after the ``gt0`` keys above and ``eq0``
     ties of the row's segments before it; its counts of both. ``STAGE``: only their
-    positions, staged for :func:`_write_staged` (no fills)."""
+    positions, staged for :func:`_write_staged` (no fills). ``orow``, ``fill``,
+    ``page``, ``PAGE``: as :func:`.short._write_in_order` takes them."""
+    oi_row, stride_oic, _, _ = orow
     gtm = valid & (keys > pk)
     eqm = valid & (keys == pk)
     packed = _running_count(gtm.to(tl.int32) * 65536 + eqm.to(tl.int32), NT)
@@ -278,8 +317,7 @@ def _write_segment(
         _store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
     else:
         _write_in_order(
-            x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic,
-            ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
-            n_batch, r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+            x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, orow, fill, page,
+            WRITE_VALUES, KP, PAGE,
         )  # fmt: skip
     return tl.sum(gtm.to(tl.int32), axis=0), tl.sum(eqm.to(tl.int32), axis=0)

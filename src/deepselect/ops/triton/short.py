@@ -210,15 +210,22 @@ def _row_offset(off_ptr, off_scalar, row, OFF_TENSOR: tl.constexpr):
 
 @triton.jit
 def _write_in_order(
-    x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
-    stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    WRITE_VALUES: tl.constexpr, KP: tl.constexpr, PAGED: tl.constexpr,
-    PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+    x_row, stride_xc, idx, sel, slot, kk, k, fills, row, off, orow, fill, page,
+    WRITE_VALUES: tl.constexpr, KP: tl.constexpr, PAGE: tl.constexpr,
 ):  # fmt: skip
     """The selected positions ``idx`` (where ``sel``) written at their output ``slot``s
     (position order) as the position plus the row's offset or its cache slot, their
     values re-read (L1/L2) rather than kept live beside the keys; where ``fills``,
-    also the fill index and value of outputs ``kk .. k - 1``."""
+    also the fill index and value of outputs ``kk .. k - 1``. ``orow = (oi_row,
+    stride_oic, ov_row, stride_ovc)``: the row's outputs; ``fill = (fill_index,
+    fill_bits)``; ``page``/``PAGE``: the page map's arguments and flags (``PAGED,
+    PAGE_SHIFT, HAS_R2B``)."""
+    oi_row, stride_oic, ov_row, stride_ovc = orow
+    fill_index, fill_bits = fill
+    page_ptr, page_stride, max_pages, n_batch, r2b_ptr = page
+    PAGED: tl.constexpr = PAGE[0]
+    PAGE_SHIFT: tl.constexpr = PAGE[1]
+    HAS_R2B: tl.constexpr = PAGE[2]
     s64 = slot.to(tl.int64)
     q = tl.arange(0, KP)
     out = _out_index(
@@ -240,49 +247,67 @@ def _write_in_order(
 
 @triton.jit
 def _write_staged(
-    x_row, stride_xc, s0, n, kk, k, fills, row, off, oi_row, stride_oic, ov_row, stride_ovc,
-    fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
-    RAW16: tl.constexpr, SORT: tl.constexpr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr,
-    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr,
+    x_row, stride_xc, s0, n, kk, k, fills, row, off, orow, fill, page, KEYS: tl.constexpr,
+    SORT: tl.constexpr, WRITE_VALUES: tl.constexpr, KP: tl.constexpr, PAGE: tl.constexpr,
 ):  # fmt: skip
     """Outputs ``s0 .. s0 + n - 1`` (``n <= KP``) hold row positions staged there by
     this program's threads (before a barrier): each is read back and written again
     as its index (the row's offset or its cache slot) with its value, so that the
     mapping and the value's read run once per output rather than once per element
     held. ``SORT`` (``s0 = 0``, ``n = kk``): the outputs first put best first. Where
-    ``fills``, outputs ``kk .. k - 1`` get the fill index and value."""
+    ``fills``, outputs ``kk .. k - 1`` get the fill index and value. ``orow``,
+    ``fill``, ``page``, ``PAGE``: as :func:`_write_in_order` takes them; ``KEYS =
+    (KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16)``."""
+    oi_row, stride_oic, _, _ = orow
     q = tl.arange(0, KP)
     real = q < n
     ci = tl.load(oi_row + (s0 + q).to(tl.int64) * stride_oic, mask=real, other=0).to(tl.int32)
     if SORT:
         craw = tl.load(x_row + ci.to(tl.int64) * stride_xc, mask=real, other=0)
-        ck = _raw_key(craw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+        ck = _key(craw, KEYS)
         ci = _best_first(ck, ci, real)
         tl.debug_barrier()  # every read of the staged positions before the rewrite
     _write_in_order(
-        x_row, stride_xc, ci, real, s0 + q, kk, k, fills, row, off, oi_row, stride_oic, ov_row,
-        stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-        WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+        x_row, stride_xc, ci, real, s0 + q, kk, k, fills, row, off, orow, fill, page,
+        WRITE_VALUES, KP, PAGE,
     )  # fmt: skip
 
 
 @triton.jit
+def _key(raw, KEYS: tl.constexpr):
+    """The key of raw bits ``raw`` (see ``common._raw_key``), ``KEYS = (KEY_MASK, SIGN,
+    INF_BITS, LARGEST, RAW16)``."""
+    KEY_MASK: tl.constexpr = KEYS[0]
+    SIGN: tl.constexpr = KEYS[1]
+    INF_BITS: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[3]
+    RAW16: tl.constexpr = KEYS[4]
+    return _raw_key(raw, RAW16, KEY_MASK, SIGN, INF_BITS, LARGEST)
+
+
+@triton.jit
 def _finish(
-    keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr, DC, U,
-    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
-    fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr, LARGEST: tl.constexpr,
-    RAW16: tl.constexpr, DST_CAND: tl.constexpr, ORDER: tl.constexpr, OFF_TENSOR: tl.constexpr,
-    WRITE_VALUES: tl.constexpr, KP: tl.constexpr, SMEM_HIST: tl.constexpr,
-    RADIX_BITS: tl.constexpr, PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr,
-    HAS_R2B: tl.constexpr, NT: tl.constexpr,
+    keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dst, out, off, fill, page,
+    KEYS: tl.constexpr, DST_CAND: tl.constexpr, FORM: tl.constexpr, KP: tl.constexpr,
+    SMEM_HIST: tl.constexpr, RADIX_BITS: tl.constexpr, PAGE: tl.constexpr, NT: tl.constexpr,
 ):  # fmt: skip
     """Steps 2-4 for the elements held (``keys``/``idx`` of any power-of-two length,
     invalid ones with key 0): the pivot key, every selected element's slot, and the
     writes (candidate pairs or the caller's outputs). ``nv``/``kmax``/``kmin``: the
     count and key range of the valid ones. Candidates go to ``[seg * U, seg * U + U)``
-    of the row's ``DC`` columns, padded with index -1 past the selection (``U >= k``)."""
+    of the row's ``DC`` columns, padded with index -1 past the selection (``U >= k``),
+    ``dst = (dk_ptr, di_ptr, DC, U)``; outputs ``out = (ov_ptr, oi_ptr, stride_ovr,
+    stride_ovc, stride_oir, stride_oic)``, offsets ``off = (off_ptr, off_scalar)``,
+    ``FORM = (ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES)``; the rest as
+    :func:`_write_staged` takes them."""
+    dk_ptr, di_ptr, DC, U = dst
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
+    off_ptr, off_scalar = off
+    RAW16: tl.constexpr = KEYS[4]
+    ORDER: tl.constexpr = FORM[0]
+    OFF_TENSOR: tl.constexpr = FORM[2]
+    WRITE_VALUES: tl.constexpr = FORM[3]
+    PAGED: tl.constexpr = PAGE[0]
     row64 = row.to(tl.int64)
     # 2. pivot key
     pk, above = _radix_select(
@@ -309,6 +334,7 @@ def _finish(
         off = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
         oi_row = oi_ptr + row64 * stride_oir
         ov_row = ov_ptr + row64 * stride_ovr
+        orow = (oi_row, stride_oic, ov_row, stride_ovc)
         if ORDER == 1 or PAGED:
             # stage the selection's indices in the output, read them back as one KP
             # vector and sort it by (key desc, index asc); PAGED: so that the page
@@ -316,17 +342,14 @@ def _finish(
             _store_index(oi_row + slot.to(tl.int64) * stride_oic, idx, sel)
             tl.debug_barrier()
             _write_staged(
-                x_row, stride_xc, 0, kk, kk, k, True, row, off, oi_row, stride_oic, ov_row,
-                stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-                r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, ORDER == 1, WRITE_VALUES,
-                KP, PAGED, PAGE_SHIFT, HAS_R2B,
+                x_row, stride_xc, 0, kk, kk, k, True, row, off, orow, fill, page, KEYS,
+                ORDER == 1, WRITE_VALUES, KP, PAGE,
             )  # fmt: skip
         else:
             # the slots follow index order: the selection goes straight out
             _write_in_order(
-                x_row, stride_xc, idx, sel, slot, kk, k, True, row, off, oi_row, stride_oic,
-                ov_row, stride_ovc, fill_index, fill_bits, page_ptr, page_stride, max_pages,
-                n_batch, r2b_ptr, WRITE_VALUES, KP, PAGED, PAGE_SHIFT, HAS_R2B,
+                x_row, stride_xc, idx, sel, slot, kk, k, True, row, off, orow, fill, page,
+                WRITE_VALUES, KP, PAGE,
             )  # fmt: skip
 
 
@@ -396,22 +419,29 @@ def _input_slice(
 
 @triton.jit
 def _slice_topk(
-    x_row, stride_xc, N, row, seg, begin_ptr, end_ptr, src_k, src_i, C, dk_ptr, di_ptr, DC,
-    U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
-    fill_index, fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    scr_base, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr, RAW16: tl.constexpr, SRC_CAND: tl.constexpr,
-    DST_CAND: tl.constexpr, ORDER: tl.constexpr, HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr, WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr,
+    xr, row, seg, win, src, dst, out, off, fill, k, L, page, scr_base, KEYS: tl.constexpr,
+    SRC_CAND: tl.constexpr, DST_CAND: tl.constexpr, FORM: tl.constexpr, NMAX: tl.constexpr,
     KP: tl.constexpr, FUSED_STATS: tl.constexpr, SMEM_HIST: tl.constexpr,
     RADIX_BITS: tl.constexpr, PREFILTER: tl.constexpr, CAND: tl.constexpr, NT: tl.constexpr,
-    PAGED: tl.constexpr, PAGE_SHIFT: tl.constexpr, HAS_R2B: tl.constexpr, CM: tl.constexpr,
+    PAGE: tl.constexpr, CM: tl.constexpr,
 ):  # fmt: skip
     """Exact top-k of slice ``seg`` of row ``row`` (see :func:`short_rows_kernel`):
-    ``src_k``/``src_i`` the row's candidate pairs (``C`` columns valid) in candidate
-    mode; ``scr_base`` the program's prefilter scratch; ``CM`` the candidates' load
-    cache modifier (".cg" where other programs of the same launch wrote them).
-    ``PREFILTER``: whether to try the sampled threshold (:func:`_prefilter`)."""
+    ``xr = (x_row, stride_xc, N)`` the row's input, ``win = (begin_ptr, end_ptr)`` the
+    windows; ``src = (src_k, src_i, C)`` the row's candidate pairs (``C`` columns
+    valid) in candidate mode; ``dst``, ``out``, ``off``, ``fill``, ``page`` as
+    :func:`_finish` takes them; ``scr_base`` the program's prefilter scratch; ``CM``
+    the candidates' load cache modifier (".cg" where other programs of the same
+    launch wrote them). ``PREFILTER``: whether to try the sampled threshold
+    (:func:`_prefilter`)."""
+    x_row, stride_xc, N = xr
+    begin_ptr, end_ptr = win
+    src_k, src_i, C = src
+    KEY_MASK: tl.constexpr = KEYS[0]
+    SIGN: tl.constexpr = KEYS[1]
+    INF_BITS: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[3]
+    RAW16: tl.constexpr = KEYS[4]
+    HAS_WINDOW: tl.constexpr = FORM[1]
     o = _spread(NMAX, NT)
     pos_in = seg * L + o
     if SRC_CAND:
@@ -447,19 +477,13 @@ def _slice_topk(
     if use:
         ck, ci = _compact(kept, keys, idx, c, scr_base, CAND, NT)
         _finish(
-            ck.to(tl.uint32), ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dk_ptr,
-            di_ptr, DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic,
-            off_ptr, off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages,
-            n_batch, r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER,
-            OFF_TENSOR, WRITE_VALUES, KP, SMEM_HIST, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+            ck.to(tl.uint32), ci, ci >= 0, c, kmax, thr, k, row, seg, x_row, stride_xc, dst,
+            out, off, fill, page, KEYS, DST_CAND, FORM, KP, SMEM_HIST, RADIX_BITS, PAGE, NT,
         )  # fmt: skip
     else:
         _finish(
-            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dk_ptr, di_ptr,
-            DC, U, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr,
-            off_scalar, fill_index, fill_bits, page_ptr, page_stride, max_pages, n_batch,
-            r2b_ptr, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, DST_CAND, ORDER, OFF_TENSOR,
-            WRITE_VALUES, KP, SMEM_HIST, RADIX_BITS, PAGED, PAGE_SHIFT, HAS_R2B, NT,
+            keys, idx, valid, nv, kmax, kmin, k, row, seg, x_row, stride_xc, dst, out, off,
+            fill, page, KEYS, DST_CAND, FORM, KP, SMEM_HIST, RADIX_BITS, PAGE, NT,
         )  # fmt: skip
 
 
@@ -486,41 +510,69 @@ def _held_stats(keys, valid, FUSED_STATS: tl.constexpr):
     return keys, nv, kmax, kmin
 
 
+SHORT_GROUPS = dict(
+    xin=("x_ptr", "stride_xr", "stride_xc", "N"),
+    win=("begin_ptr", "end_ptr"),
+    src=("sk_ptr", "si_ptr", "C"),
+    dst=("dk_ptr", "di_ptr", "DC"),
+    out=("ov_ptr", "oi_ptr", "stride_ovr", "stride_ovc", "stride_oir", "stride_oic"),
+    off=("off_ptr", "off_scalar"),
+    fills=("fill_index", "fill_bits"),
+    page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
+    KEYS=("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16"),
+    FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
+    SEL=("NMAX", "KP", "FUSED_STATS", "SMEM_HIST", "RADIX_BITS", "PREFILTER", "CAND", "NT"),
+    PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
+)  # fmt: skip
+"""How :func:`short_rows_kernel` bundles its arguments: each tuple parameter and the
+arguments it holds, in order (see ``launch.bundle``)."""
+
+SHORT_DEFAULTS = dict(PAGED=False, PAGE_SHIFT=0, HAS_R2B=False)
+"""The bundled compile-time arguments a launch may leave out (no page map)."""
+
+
 @triton.jit
 def short_rows_kernel(
-    x_ptr, stride_xr, stride_xc, N, begin_ptr, end_ptr, sk_ptr, si_ptr, C, dk_ptr, di_ptr,
-    DC, ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar,
-    fill_index, fill_bits, k, L, nseg, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-    scr_ptr, KEY_MASK: tl.constexpr, SIGN: tl.constexpr, INF_BITS: tl.constexpr,
-    LARGEST: tl.constexpr, RAW16: tl.constexpr, SRC_CAND: tl.constexpr,
-    DST_CAND: tl.constexpr, ORDER: tl.constexpr, HAS_WINDOW: tl.constexpr,
-    OFF_TENSOR: tl.constexpr, WRITE_VALUES: tl.constexpr, NMAX: tl.constexpr,
-    KP: tl.constexpr, FUSED_STATS: tl.constexpr, SMEM_HIST: tl.constexpr,
-    RADIX_BITS: tl.constexpr, PREFILTER: tl.constexpr, CAND: tl.constexpr, NT: tl.constexpr,
-    PAGED: tl.constexpr = False, PAGE_SHIFT: tl.constexpr = 0, HAS_R2B: tl.constexpr = False,
+    xin, win, src, dst, out, off, fills, k, L, nseg, page, scr_ptr, KEYS: tl.constexpr,
+    SRC_CAND: tl.constexpr, DST_CAND: tl.constexpr, FORM: tl.constexpr, SEL: tl.constexpr,
+    PAGE: tl.constexpr,
 ):  # fmt: skip
     """Exact top-k of one slice per program: program ``p`` takes slice ``p % nseg`` of
-    row ``p // nseg``.
+    row ``p // nseg``. The arguments, bundled as :data:`SHORT_GROUPS` names them.
 
-    Source (SRC_CAND=False): the raw bits of ``x`` (int16/int32 view, any strides);
-    the slice is positions ``[s*L, s*L + L)`` intersected with the row's window.
-    Source (SRC_CAND=True): candidate pairs ``sk/si [rows, C]`` (int32 keys as bits,
-    int32 indices, -1 = none); the slice is ``[s*L, s*L + L)`` of them.
-    Destination (DST_CAND=True): pairs ``dk/di [rows, DC]``, slice ``s`` at
-    ``[s*k, s*k + k)``, selection in index order, then -1 padding.
-    Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs (any strides),
-    with order, index offset and fills; needs ``nseg == 1``.
-    ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
+    Source (SRC_CAND=False): the raw bits of ``xin = (x_ptr, stride_xr, stride_xc,
+    N)`` (int16/int32 view, any strides); the slice is positions ``[s*L, s*L + L)``
+    intersected with the row's window (``win = (begin_ptr, end_ptr)``).
+    Source (SRC_CAND=True): candidate pairs ``src = (sk, si, C)``, ``[rows, C]`` (int32
+    keys as bits, int32 indices, -1 = none); the slice is ``[s*L, s*L + L)`` of them.
+    Destination (DST_CAND=True): pairs ``dst = (dk, di, DC)``, ``[rows, DC]``, slice
+    ``s`` at ``[s*k, s*k + k)``, selection in index order, then -1 padding.
+    Destination (DST_CAND=False): the caller's ``[rows, k]`` outputs ``out = (ov_ptr,
+    oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic)`` (any strides), with
+    order, index offset (``off = (off_ptr, off_scalar)``), fills (``fills =
+    (fill_index, fill_bits)``) and the page map (``page``); needs ``nseg == 1``.
+    Compile-time: ``KEYS = (KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16)``, ``FORM =
+    (ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES)``, ``SEL = (NMAX, KP, FUSED_STATS,
+    SMEM_HIST, RADIX_BITS, PREFILTER, CAND, NT)``, ``PAGE = (PAGED, PAGE_SHIFT,
+    HAS_R2B)``. ``L <= NMAX``; ``KP`` is a power of two ``>= k``."""
+    x_ptr, stride_xr, stride_xc, N = xin
+    sk_ptr, si_ptr, C = src
+    dk_ptr, di_ptr, DC = dst
+    NMAX: tl.constexpr = SEL[0]
+    KP: tl.constexpr = SEL[1]
+    FUSED_STATS: tl.constexpr = SEL[2]
+    SMEM_HIST: tl.constexpr = SEL[3]
+    RADIX_BITS: tl.constexpr = SEL[4]
+    PREFILTER: tl.constexpr = SEL[5]
+    CAND: tl.constexpr = SEL[6]
+    NT: tl.constexpr = SEL[7]
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
     row64 = row.to(tl.int64)
     _slice_topk(
-        x_ptr + row64 * stride_xr, stride_xc, N, row, seg, begin_ptr, end_ptr,
-        sk_ptr + row64 * C, si_ptr + row64 * C, C, dk_ptr, di_ptr, DC, k, ov_ptr, oi_ptr,
-        stride_ovr, stride_ovc, stride_oir, stride_oic, off_ptr, off_scalar, fill_index,
-        fill_bits, k, L, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-        scr_ptr + pid.to(tl.int64) * CAND, KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16, SRC_CAND,
-        DST_CAND, ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES, NMAX, KP, FUSED_STATS,
-        SMEM_HIST, RADIX_BITS, PREFILTER, CAND, NT, PAGED, PAGE_SHIFT, HAS_R2B, "",
+        (x_ptr + row64 * stride_xr, stride_xc, N), row, seg, win,
+        (sk_ptr + row64 * C, si_ptr + row64 * C, C), (dk_ptr, di_ptr, DC, k), out, off, fills,
+        k, L, page, scr_ptr + pid.to(tl.int64) * CAND, KEYS, SRC_CAND, DST_CAND, FORM, NMAX,
+        KP, FUSED_STATS, SMEM_HIST, RADIX_BITS, PREFILTER, CAND, NT, PAGE, "",
     )  # fmt: skip
