@@ -20,6 +20,8 @@
 #   TESTS_K        a pytest -k expression
 #   TESTS_DRY      1: write and print the pieces, run nothing
 #   BENCH          0: no benchmark (default 1); BENCH_TIMEOUT its seconds (default 120)
+#   PACK           1: at the end, collect.txt, bench.log and the pieces' and workers'
+#                  files into $OUT/pieces.tar.gz (a handful of files left in $OUT)
 # Exit status: 0 when every test passed (skips allowed) and every benchmarked result
 # was exact; 1 otherwise.
 set -uo pipefail
@@ -173,5 +175,10 @@ if [ "${BENCH:-1}" = 1 ]; then
   echo "==== deepselect bench --quick --graph ($OUT/bench.txt, bench.csv, bench.log)"
   cat "$OUT/bench.txt"
   [ "$bench_rc" = 0 ] || tail -5 "$OUT/bench.log"
+fi
+if [ "${PACK:-0}" = 1 ]; then  # few files in $OUT: the pieces' files in one archive
+  ( cd "$OUT" && tar czf pieces.tar.gz --ignore-failed-read collect.txt bench.log \
+      piece_* worker_* 2>/dev/null
+    rm -rf collect.txt bench.log piece_* worker_* claim_* )
 fi
 [ "$tests_ok" = 0 ] && [ "$bench_rc" = 0 ]

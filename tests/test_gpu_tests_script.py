@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,16 @@ def test_the_script_runs_no_deleted_program():
     text = (ROOT / "scripts" / "gpu_run.sh").read_text()
     for name in ("kernel_table", "short_table", "read_ceiling", "gpu_tests.sh"):
         assert name not in text
+
+
+def test_pack_leaves_a_handful_of_files(tmp_path, monkeypatch):
+    """PACK=1: the pieces' and workers' files go into one archive; the tally, the
+    costs and the unfinished ids stay beside it."""
+    monkeypatch.setenv("PACK", "1")
+    run_script(tmp_path, 2, dry=False, k="key")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["gpu.txt", "pieces.tar.gz", "pytest.txt", "test_costs.txt", "unfinished.ids"]
+    with tarfile.open(tmp_path / "pieces.tar.gz") as tar:
+        packed = tar.getnames()
+    assert "collect.txt" in packed and any(n.startswith("piece_") for n in packed)
+    assert any(n.startswith("worker_") for n in packed)
