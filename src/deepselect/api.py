@@ -514,10 +514,10 @@ def _load_triton():
 
 def _load_cpu():
     try:
-        from .cpu_backend import run_cpu
+        from .cpu_small import run_cpu_small
     except ImportError:  # numba missing: stay correct, if slow
         return run_oracle
-    return run_cpu
+    return run_cpu_small
 
 
 def _load_reference():
