@@ -87,19 +87,24 @@ def _small_rows(c, xp, vp, ip, bp, ep, op, T):
         off = c[_C_OFFSET] if op == 0 else carray(as_pointer(op, i64), (rows,))[r]
         base = r * s0
         m = e - b
+        if s1 == 1:  # contiguous: the key loop vectorises (measured 8x the strided one)
+            src = data[base + b : base + e]
+            for j in range(m):
+                ck[j] = _key(src[j], T, sign, absmask, inf, flip, nanval)
+        else:
+            for j in range(m):
+                ck[j] = _key(data[base + (b + j) * s1], T, sign, absmask, inf, flip, nanval)
         # Four interleaved histograms: a row's top digits fall in a few bins, and one
         # histogram would chain every increment through the same counter.
         hist[:] = 0
-        m4 = b + m - m % 4
-        for j in range(b, m4, 4):
-            for t in range(4):
-                kk = _key(data[base + (j + t) * s1], T, sign, absmask, inf, flip, nanval)
-                ck[j - b + t] = kk
-                hist[t * 256 + i64(kk >> shift)] += 1
-        for j in range(m4, e):
-            kk = _key(data[base + j * s1], T, sign, absmask, inf, flip, nanval)
-            ck[j - b] = kk
-            hist[i64(kk >> shift)] += 1
+        m4 = m - m % 4
+        for j in range(0, m4, 4):
+            hist[i64(ck[j] >> shift)] += 1
+            hist[256 + i64(ck[j + 1] >> shift)] += 1
+            hist[512 + i64(ck[j + 2] >> shift)] += 1
+            hist[768 + i64(ck[j + 3] >> shift)] += 1
+        for j in range(m4, m):
+            hist[i64(ck[j] >> shift)] += 1
         total = m
         if m > k:  # keep the digits at and above the k-th key's, in index order
             rem = k
@@ -207,19 +212,30 @@ def run_cpu_small(
     [[1, 3]]
     """
     rows, n = x.shape
-    if rows == 0:
+    key = (id(opt), x.dtype, rows, n, x.stride(), k, out_values is None, out_indices.dtype)
+    call = _CALLS.get(key)
+    if call is None or call[0] is not opt:  # (the entry holds opt: its id stays unique)
+        call = _prepare(x, k, opt, out_values is not None, out_indices.dtype)
+        if opt.begin is None and opt.end is None:  # a window's options are per call
+            if len(_CALLS) >= 256:
+                _CALLS.clear()
+            _CALLS[key] = call
+    fn, c = call[1], call[2]
+    if fn is None:
+        if rows > 0:
+            run_cpu(x, k, opt, out_values, out_indices)
         return
-    if n > SMALL_N or rows * n > SMALL_WORK:
-        run_cpu(x, k, opt, out_values, out_indices)
-        return
+    log_launch("cpu-small", x.dtype, x.shape, k, opt.order)
     has_values = out_values is not None
-    fill = struct.pack("<d", opt.resolved_fill_value(x.dtype)) if has_values else None
-    off = opt.index_offset
-    off_tensor = isinstance(off, torch.Tensor)
-    s0, s1 = x.stride()
-    c = _constants(x.dtype, rows, n, s0, s1, k, opt.largest, opt.order, has_values, fill,
-                   opt.fill_index, 0 if off_tensor or off is None else off,
-                   out_indices.dtype == torch.int32)  # fmt: skip
+    if (
+        call[3]  # no per-row tensors
+        and out_indices.is_contiguous()
+        and (not has_values or out_values.is_contiguous())
+        and x.dtype in _RAN
+    ):  # a signature seen before, the outputs written in place
+        vp = out_values.data_ptr() if has_values else 0
+        fn(call[4], x.data_ptr(), vp, out_indices.data_ptr(), 0, 0, 0)
+        return
     direct_i = out_indices.is_contiguous()
     oi = out_indices if direct_i else torch.empty((rows, k), dtype=out_indices.dtype)
     direct_v = not has_values or out_values.is_contiguous()
@@ -229,16 +245,35 @@ def run_cpu_small(
         b, e = opt.window_bounds(rows, n, torch.device("cpu"))
         b, e = b.contiguous(), e.contiguous()
         bp, ep = b.data_ptr(), e.data_ptr()
-    if off_tensor:
+    if isinstance(opt.index_offset, torch.Tensor):
         o = opt.offset_tensor(rows, torch.device("cpu")).contiguous()
         op = o.data_ptr()
-    log_launch("cpu", x.dtype, x.shape, k, opt.order, segments=1, threads=1)
-    T = _LAYOUT[x.dtype][1]
     with compiling(x.dtype) if x.dtype not in _RAN else nullcontext():
-        _kernel(T)(c.ctypes.data, x.data_ptr() if n > 0 else 0,
-                   ov.data_ptr() if has_values else 0, oi.data_ptr(), bp, ep, op)  # fmt: skip
+        fn(c.ctypes.data, x.data_ptr() if n > 0 else 0, ov.data_ptr() if has_values else 0,
+           oi.data_ptr(), bp, ep, op)  # fmt: skip
     _RAN.add(x.dtype)
     if not direct_i:
         out_indices.copy_(oi)
     if not direct_v:
         out_values.copy_(ov)
+
+
+# Calls by signature: (the options, the compiled function or None for the streaming
+# kernel, the constant descriptor, whether the call has no per-row tensors, the
+# descriptor's address)
+_CALLS: dict[tuple, tuple] = {}
+
+
+def _prepare(x: torch.Tensor, k: int, opt: TopkOptions, has_values: bool, index_dtype) -> tuple:
+    rows, n = x.shape
+    if rows == 0 or n > SMALL_N or rows * n > SMALL_WORK:
+        return (opt, None, None, False, 0)
+    fill = struct.pack("<d", opt.resolved_fill_value(x.dtype)) if has_values else None
+    off = opt.index_offset
+    off_tensor = isinstance(off, torch.Tensor)
+    s0, s1 = x.stride()
+    c = _constants(x.dtype, rows, n, s0, s1, k, opt.largest, opt.order, has_values, fill,
+                   opt.fill_index, 0 if off_tensor or off is None else off,
+                   index_dtype == torch.int32)  # fmt: skip
+    plain = opt.begin is None and opt.end is None and not off_tensor and n > 0
+    return (opt, _kernel(_LAYOUT[x.dtype][1]), c, plain, c.ctypes.data)
