@@ -310,6 +310,8 @@ def _radix_pass_all(keys, perm, tmp, hist, bits, n):
         hist[:] = 0
         for j in range(n):
             hist[np.int64(keys[perm[j]] >> shift) & 255] += 1
+        if n == 0 or hist[np.int64(keys[perm[0]] >> shift) & 255] == n:
+            continue  # one digit throughout (the top digits of a row's best): no change
         total = 0
         for d in range(256):
             c = hist[d]
