@@ -211,8 +211,7 @@ def run_cpu_small(
     >>> i.tolist()
     [[1, 3]]
     """
-    rows, n = x.shape
-    key = (id(opt), x.dtype, rows, n, x.stride(), k, out_values is None, out_indices.dtype)
+    key = (id(opt), x.dtype, x.shape, x.stride(), k, out_values is None, out_indices.dtype)
     call = _CALLS.get(key)
     if call is None or call[0] is not opt:  # (the entry holds opt: its id stays unique)
         call = _prepare(x, k, opt, out_values is not None, out_indices.dtype)
@@ -220,22 +219,25 @@ def run_cpu_small(
             if len(_CALLS) >= 256:
                 _CALLS.clear()
             _CALLS[key] = call
-    fn, c = call[1], call[2]
+    fn = call[1]
+    has_values = out_values is not None
+    if (
+        call[3]  # the lean path, no per-row tensors
+        and out_indices.is_contiguous()
+        and (not has_values or out_values.is_contiguous())
+        and x.dtype in _RAN
+    ):  # a signature seen before, the outputs written in place
+        log_launch("cpu-small", x.dtype, x.shape, k, opt.order)
+        vp = out_values.data_ptr() if has_values else 0
+        fn(call[4], x.data_ptr(), vp, out_indices.data_ptr(), 0, 0, 0)
+        return
+    rows, n = x.shape
     if fn is None:
         if rows > 0:
             run_cpu(x, k, opt, out_values, out_indices)
         return
     log_launch("cpu-small", x.dtype, x.shape, k, opt.order)
-    has_values = out_values is not None
-    if (
-        call[3]  # no per-row tensors
-        and out_indices.is_contiguous()
-        and (not has_values or out_values.is_contiguous())
-        and x.dtype in _RAN
-    ):  # a signature seen before, the outputs written in place
-        vp = out_values.data_ptr() if has_values else 0
-        fn(call[4], x.data_ptr(), vp, out_indices.data_ptr(), 0, 0, 0)
-        return
+    c = call[2]
     direct_i = out_indices.is_contiguous()
     oi = out_indices if direct_i else torch.empty((rows, k), dtype=out_indices.dtype)
     direct_v = not has_values or out_values.is_contiguous()
