@@ -46,9 +46,7 @@ __all__ = ["SMALL_N", "run_cpu_small"]
 
 SMALL_N = 8192
 """Rows of at most this many elements take the lean path, in calls that run on one
-thread anyway (``rows * N <= cpu_backend.SMALL_WORK``). Measured (2-core EPYC, fp32,
-k = 64, us a call, lean / streaming): 1 x 4096 16 / 26, 1 x 8192 23 / 30, 1 x 12288
-31 / 33, 1 x 16384 38 / 37, 4 x 4096 45 / 75; k = 1024 at 16384 80 / 92."""
+thread anyway (``rows * N <= cpu_backend.SMALL_WORK``); measured in docs/tuning.md."""
 
 
 # the constant descriptor: int64 entries
