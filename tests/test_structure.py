@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "deepselect"
 LAYERS = [
     ("base", ["_log", "_numba_cache", "keys", "options", "oracle", "reference", "distributions",
               "runinfo", "launch_cache"]),  # fmt: skip
-    ("kernels", ["ops", "cpu_omp", "cpu_backend"]),
+    ("kernels", ["ops", "cpu_omp", "cpu_backend", "cpu_small"]),
     ("backends", ["triton_backend", "triton_short", "triton_sampling"]),
     ("api", ["api"]),
     ("integration", ["torch_ops", "engine", "distributed", "lightning_indexer"]),

@@ -326,6 +326,29 @@ def topk_rows(
     return out_values, out_indices
 
 
+def row_runner(x: torch.Tensor, k: int, largest: bool, order: str, index_dtype: torch.dtype):
+    """``topk_rows(x, k, largest=largest, order=order, index_dtype=index_dtype)`` set
+    up once for ``x``'s signature (shape, strides, dtype, device): a function of one
+    tensor of that signature, for a caller that checks the signature (and that the
+    call is eager, without autograd) itself; None where such calls need
+    :func:`topk_rows`' own checks."""
+    key = _plan_key(x, k, largest, order, None, None, None, None, -1, index_dtype, True, None,
+                    None, None)  # fmt: skip
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        return None
+    run, opt, shape, device = plan.run, plan.opt, plan.out_shape, plan.device
+    vdtype, idtype = plan.value_dtype, plan.index_dtype
+
+    def runner(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out_values = torch.empty(shape, dtype=vdtype, device=device)
+        out_indices = torch.empty(shape, dtype=idtype, device=device)
+        run(x, k, opt, out_values, out_indices)
+        return out_values, out_indices
+
+    return runner
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What an eager call of one signature needs once it has been validated: the
@@ -514,10 +537,10 @@ def _load_triton():
 
 def _load_cpu():
     try:
-        from .cpu_backend import run_cpu
+        from .cpu_small import run_cpu_small
     except ImportError:  # numba missing: stay correct, if slow
         return run_oracle
-    return run_cpu
+    return run_cpu_small
 
 
 def _load_reference():

@@ -310,6 +310,8 @@ def _radix_pass_all(keys, perm, tmp, hist, bits, n):
         hist[:] = 0
         for j in range(n):
             hist[np.int64(keys[perm[j]] >> shift) & 255] += 1
+        if n == 0 or hist[np.int64(keys[perm[0]] >> shift) & 255] == n:
+            continue  # one digit throughout (the top digits of a row's best): no change
         total = 0
         for d in range(256):
             c = hist[d]
@@ -503,11 +505,30 @@ def _stage_segments(t0, t1, data, rowbase, es, begin, end, nseg, k, T, S, consts
 
 
 @njit(cache=True, nogil=True)
+def _row_order(bk, bi, total, order, indexed, T, kbits, ibits):
+    """Permutation of the selected ``bk``/``bi[:total]`` into ``order`` (0 none, 1 value,
+    2 index); ``indexed``: ``bi`` already ascends."""
+    perm = np.arange(total)
+    if order != 0 and not (indexed and order == 2):
+        tmp = np.empty(total, np.int64)
+        hist = np.empty(1024, np.int64)
+        # LSD radix sort: index digits, then (for value order) descending key digits
+        if not indexed:
+            _radix_pass_all(bi, perm, tmp, hist, ibits, total)
+        if order == 1:
+            top = T(~T(0))
+            desc = np.empty(total, bk.dtype)
+            for j in range(total):
+                desc[j] = T(top - bk[j])
+            _radix_pass_all(desc, perm, tmp, hist, kbits, total)
+    return perm
+
+
+@njit(cache=True, nogil=True)
 def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, candv, count, order,
                  offsets, has_values, fill_bits, fill_index, outv, outi):  # fmt: skip
     """Rows r0..r1-1: merge the segments' candidates to the exact top-k, order, write."""
     kbits, ibits = np.int64(consts[5]), np.int64(consts[6])
-    top = T(~T(0))
     for r in range(r0, r1):
         total = 0
         for s in range(nseg):
@@ -527,17 +548,7 @@ def _stage_merge(r0, r1, data, rowbase, es, nseg, k, T, consts, candk, candi, ca
             hist = np.empty(1024, np.int64)
             tk, ti = _select_kth(bk, bi, total, k, sk, si, hist, T, kbits, ibits)
             total = _keep(bk, bi, total, tk, ti)
-        perm = np.arange(total)
-        if order != 0:
-            tmp = np.empty(total, np.int64)
-            hist = np.empty(1024, np.int64)
-            # LSD radix sort: index digits, then (for value order) descending key digits
-            _radix_pass_all(bi, perm, tmp, hist, ibits, total)
-            if order == 1:
-                desc = np.empty(total, candk.dtype)
-                for j in range(total):
-                    desc[j] = T(top - bk[j])
-                _radix_pass_all(desc, perm, tmp, hist, kbits, total)
+        perm = _row_order(bk, bi, total, order, False, T, kbits, ibits)
         base = rowbase[r]
         for j in range(total):
             idx = bi[perm[j]]

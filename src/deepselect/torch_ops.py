@@ -29,7 +29,7 @@ import torch
 from torch._C._functorch import is_functorch_wrapped_tensor
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
-from .api import _abstract, overlaps, topk_rows
+from .api import _abstract, overlaps, row_runner, topk_rows
 from .keys import SUPPORTED_DTYPES
 from .options import TopkOptions
 
@@ -316,9 +316,12 @@ def topk(
             or torch.jit.is_tracing()
             or is_functorch_wrapped_tensor(input)
         ):
-            d, nd, rows, n, lead, kk, order = plan
+            d, nd, rows, n, lead, kk, order, strides, runner = plan
             x2 = _as_rows(input, d, nd, rows, n)
-            v2, i2 = _rows(x2, kk, largest, order)
+            if runner is not None and x2.stride() == strides:  # set up for these strides
+                v2, i2 = runner(x2)
+            else:
+                v2, i2 = _rows(x2, kk, largest, order)
             return torch.return_types.topk(
                 (_unflatten(v2, d, nd, lead), _unflatten(i2, d, nd, lead))
             )
@@ -398,7 +401,10 @@ def topk(
         if key is not None and not _abstract(input):
             if len(_PLANS) >= _PLAN_LIMIT:
                 _PLANS.clear()
-            _PLANS[key] = (d, nd, rows, n, lead, kk, order)
+            runner = None
+            if n <= 1 or x2.stride(1) == 1:  # rows that _rows passes on as they are
+                runner = row_runner(x2, kk, largest, order, torch.int64)
+            _PLANS[key] = (d, nd, rows, n, lead, kk, order, x2.stride(), runner)
     return torch.return_types.topk((_unflatten(v2, d, nd, lead), _unflatten(i2, d, nd, lead)))
 
 
