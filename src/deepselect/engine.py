@@ -571,17 +571,7 @@ def top_k_sampling_from_logits(
     temp = _check_temperature(temperature, rows, logits.device)
     if seeds is not None and _uses_kernels(logits):
         return _fused_draw(logits, k, k_max, seeds, temp)
-    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
-        # Only the k kept columns (ascending, so ties in argmax go to the lowest column,
-        # as over the whole row) are scored: the same draw as over the masked row,
-        # without hashing or exponentiating the V - k that cannot win.
-        _, cols = topk_rows(
-            logits, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
-        )
-        base = logits.gather(1, cols).to(torch.float32)
-    else:
-        cols = torch.arange(v, dtype=torch.int64, device=logits.device)[None, :]
-        base = top_k_mask_logits(logits, k, k_max=k_max).to(torch.float32)
+    cols, base = _kept_columns(logits, k, k_max)
     scores = base / temp
     # A row without a distribution (its largest scaled logit not finite: all kept
     # logits -inf, a NaN or +inf among them, or logit / temperature past fp32) takes
@@ -602,6 +592,20 @@ def _fused_draw(x, k, k_max, seeds, temp) -> torch.Tensor:
     return kernels.gumbel_draw(
         x, k, *sel, seeds, temp[:, 0] if isinstance(temp, torch.Tensor) else temp
     )
+
+
+def _kept_columns(x: torch.Tensor, k, k_max) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cols, base)``: the int64 columns a draw scores (ascending in each row, so that
+    ties in an argmax go to the lowest column) and their values in fp32. With an int
+    ``0 < k < V`` only the k kept columns: the same draw as over the masked row, without
+    hashing or exponentiating the V - k that cannot win; else every column, the ones
+    outside the top-k at ``-inf``."""
+    v = x.shape[1]
+    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
+        _, cols = topk_rows(x, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64)
+        return cols, x.gather(1, cols).to(torch.float32)
+    cols = torch.arange(v, dtype=torch.int64, device=x.device)[None, :]
+    return cols, top_k_mask_logits(x, k, k_max=k_max).to(torch.float32)
 
 
 def _draw(scores, cols, top, seeds, generator) -> torch.Tensor:
@@ -750,19 +754,11 @@ def top_k_sampling_from_probs(
     1
     """
     _check_probs(probs)
-    rows, v = probs.shape
+    rows = probs.shape[0]
     _check_randomness(rows, probs.device, generator, seeds)
     if seeds is not None and _uses_kernels(probs):
         return _fused_draw(probs, k, k_max, seeds, None)
-    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
-        _, cols = topk_rows(
-            probs, k, order=Order.INDEX, return_values=False, index_dtype=torch.int64
-        )
-        base = probs.gather(1, cols).to(torch.float32)
-    else:
-        cols = torch.arange(v, dtype=torch.int64, device=probs.device)[None, :]
-        keep = _keep_mask(probs, k, k_max)
-        base = torch.where(keep, probs.to(torch.float32), float("-inf"))
+    cols, base = _kept_columns(probs, k, k_max)
     top = cols.expand(rows, -1).gather(1, torch.argmax(base, dim=1, keepdim=True)).squeeze(1)
     # log(-inf) is NaN: the masked entries go back to -inf, log(0) = -inf never wins.
     scores = torch.where(base == float("-inf"), float("-inf"), torch.log(base))
