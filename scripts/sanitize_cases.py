@@ -1,14 +1,14 @@
 """A representative subset of the GPU kernels' launches, small enough to run under
 NVIDIA compute-sanitizer, each result checked against the oracle.
 
-    python scripts/sanitize_cases.py [--cases block|w32|all|passes]  # warm the cache
+    python scripts/sanitize_cases.py [--cases stream|short|passes|w32|block|all]  # warm
     compute-sanitizer --tool memcheck --error-exitcode 3 python scripts/sanitize_cases.py
 
-``block``: the streaming kernel's block-synchronous loop (bf16 / fp16 / fp32, largest
-and smallest, windows that cut blocks, sorted outputs), the short-row kernel and the
-split path (segments and merge levels, in launches of their own and in one), and
-the radix passes (``passes`` alone: in one cooperative launch, one launch per phase,
-several segments a program).
+``block`` is three groups. ``stream``: the streaming kernel's block-synchronous loop (bf16 / fp16 /
+fp32, largest and smallest, windows that cut blocks, sorted outputs); ``short``: the
+short-row kernel and the split path (segments and merge levels, in launches of their
+own and in one); ``passes``: the radix passes (in one cooperative launch, one launch
+per phase, several segments a program).
 ``w32``: the streaming kernel's warp-private
 loop, whose warps poll a few shared-memory flags that other warps set without a
 barrier between them (by design: a warp sees a flag one step late at worst), which
@@ -125,27 +125,36 @@ def passes(dtype, sync, tiles=1, dev="cuda", scale=1) -> bool:
     return ok
 
 
+GROUPS = {"block": ("stream", "short", "passes"), "all": ("stream", "short", "passes", "w32")}
+"""Named sets of case groups; a group's own name selects it alone."""
+CHOICES = ("stream", "short", "passes", "w32", *GROUPS)
+
+
 def cases(which: str, dev: str = "cuda", scale: int = 1):
-    """(name, thunk) pairs of the chosen set."""
+    """(name, thunk) pairs of the chosen set: a group (``stream``: the block-synchronous
+    loop; ``short``: the short-row kernel and the split; ``passes``; ``w32``) or a named
+    set of them (``block``, ``all``)."""
+    groups = GROUPS.get(which, (which,))
     out = []
-    if which in ("block", "all"):
+    if "stream" in groups:
         for dtype in (torch.bfloat16, torch.float16, torch.float32):
             for largest in (True, False):
                 name = f"stream block {dtype} largest={largest}"
                 out.append((name, stream, (dtype, largest, Order.VALUE, False, True)))
         name = "stream block bf16 unsorted"
         out.append((name, stream, (torch.bfloat16, True, Order.NONE, False, False)))
+    if "short" in groups:
         for dtype in (torch.bfloat16, torch.float32):
             out.append((f"short and split {dtype}", short_and_split, (dtype,)))
         out.append(("split in one launch bf16", split, (torch.bfloat16, True)))
         out.append(("split level by level bf16", split, (torch.bfloat16, False)))
-    if which in ("block", "all", "passes"):
+    if "passes" in groups:
         out.append(("split as radix passes in one launch fp32", passes, (torch.float32, True)))
         out.append(("split as radix passes a launch each bf16", passes, (torch.bfloat16, False)))
         if scale == 1:  # (smaller, it is the case above)
             name = "split as radix passes, segments a program, bf16"
             out.append((name, passes, (torch.bfloat16, True, 8)))
-    if which in ("w32", "all"):
+    if "w32" in groups:
         for dtype in (torch.bfloat16, torch.float32):
             for largest in (True, False):
                 name = f"stream w32 {dtype} largest={largest}"
@@ -155,7 +164,7 @@ def cases(which: str, dev: str = "cuda", scale: int = 1):
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--cases", choices=("block", "w32", "all", "passes"), default="all")
+    p.add_argument("--cases", choices=CHOICES, default="all")
     a = p.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)

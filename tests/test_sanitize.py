@@ -41,7 +41,12 @@ def test_every_case_agrees_with_the_oracle_at_a_small_scale(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tool,which", [("memcheck", "all"), ("racecheck", "block")])
+# one case group a test, so that parallel workers share the sanitizer's slow runs
+@pytest.mark.parametrize(
+    "tool,which",
+    [("memcheck", g) for g in sanitize_cases.GROUPS["all"]]
+    + [("racecheck", g) for g in sanitize_cases.GROUPS["block"]],
+)
 def test_gpu_kernels_under_compute_sanitizer(tool, which):
     exe = shutil.which("compute-sanitizer")
     if exe is None:
