@@ -138,17 +138,19 @@ def gpu_tables(calls: int) -> None:
         "topk_rows": lambda: topk_rows(x, k),
         "indexer_topk": lambda: indexer_topk(x, lengths, k),
     }
-    def triton_path(fn):  # the same call with every launch through Triton's own binding
+    def switched(fn, name):  # the same call with a launch_cache switch off
         def call():
-            launch_cache.ENABLED = False
+            setattr(launch_cache, name, False)
             try:
                 fn()
             finally:
-                launch_cache.ENABLED = True
+                setattr(launch_cache, name, True)
 
         return call
 
-    fns["  Triton's launch path"] = triton_path(fns["topk_rows"])
+    # the call's launches not held: its full path, then also Triton's own binding
+    fns["  full path"] = switched(fns["topk_rows"], "HOLD")
+    fns["  Triton's launch path"] = switched(fns["topk_rows"], "ENABLED")
     # what a Triton launch costs by itself, through Triton's binding and straight to the
     # compiled launcher (deepselect.launch_cache)
     nop, buf = _nop_kernel(), torch.empty(1, device=dev)

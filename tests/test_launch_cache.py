@@ -189,3 +189,47 @@ def test_cached_wrapper_launches_through_the_cache(fake_driver):
         wrapped[(2,)](x, 10, B=8)
     assert fn.compiled == 1 and [e[0] for e in fn.log] == ["slow", "fast", "fast"]
     assert wrapped.name == "fake" and wrapped.params is fn.params
+
+
+def test_held_call_passes_new_addresses(fake_driver):
+    """A recorded call (two launches: a scratch buffer, one zeroed, views at offsets,
+    a tuple argument) repeated on new tensors: each launcher gets the new tensors'
+    and fresh buffers' addresses as ints at the recorded offsets, every other argument
+    as recorded; a new input of another 16-byte alignment launches nothing."""
+    fn, fn2 = _FakeJit(), _FakeJit()
+    x, out = torch.empty(64), torch.empty(8, dtype=torch.int32)
+
+    def call(x, out):
+        s = launch_cache.scratch((4, 16), torch.int32, x.device)
+        z = launch_cache.scratch(32, torch.int64, x.device, zero=True)
+        launch_cache.launch(fn, (3,), (x[8:], (s, 5)), {"B": 64})
+        launch_cache.launch(fn2, (2, 2), (out, (7, z[4:])), {"B": 1})
+
+    with launch_cache.recording() as rec:
+        call(x, out)
+    replay = launch_cache.held(rec, (x, out))
+    assert replay is not None
+    fn.log.clear(), fn2.log.clear()
+    y, o = torch.empty(64), torch.empty(8, dtype=torch.int32)
+    assert replay(y, o) is True
+    (k1, a1), (k2, a2) = fn.log + fn2.log
+    assert k1 == k2 == "fast"
+    assert a1[:9] == (3, 1, 1, 77, 1234, ("meta",), None, None, None)
+    assert a1[9] == y.data_ptr() + 32 and type(a1[9]) is int
+    scratch_base = a1[10][0]  # the uninitialised buffer: one allocation, 16-byte aligned
+    assert scratch_base % 16 == 0 and a1[10][1] == 5 and a1[11:] == (64, False)
+    assert a2[:4] == (2, 2, 1, 77) and a2[9] == o.data_ptr() and a2[10][0] == 7
+    zeroed = a2[10][1] - 32  # z[4:] of the zeroed buffer
+    assert zeroed % 16 == 0 and zeroed != scratch_base and a2[11:] == (1, False)
+    fn.log.clear(), fn2.log.clear()
+    assert replay(torch.empty(65)[1:], o) is False and fn.log == fn2.log == []
+    # a launch that cannot be repeated, or a tensor argument of unknown origin
+    with launch_cache.recording() as rec:
+        launch_cache.launch(fn, (1,), (x,), {"n": 1, "B": x})
+    assert launch_cache.held(rec, (x,)) is None
+    with launch_cache.recording() as rec:
+        launch_cache.launch(fn, (1,), (torch.empty(4), 1), {"B": 8})
+    assert launch_cache.held(rec, (x,)) is None
+    fake_driver.launch_enter_hook.calls.append(print)  # a profiler's hook
+    fn.log.clear()
+    assert replay(y, o) is False and fn.log == []

@@ -301,3 +301,50 @@ def test_traces_see_the_registered_op_after_eager_calls():
     got = ep.module()(x)
     assert torch.equal(got[0], deepselect.topk(x, 4).indices)
     torch._dynamo.reset()
+
+
+def _held_variants(device):
+    """(name, x of the recorded call, x of the repeated call, k, options); the two
+    inputs share a call signature (shape, strides, dtype) but not their values or
+    storage."""
+    a, b = _x(seed=1).to(device), _x(seed=2).to(device)
+    yield "short", a, b, K, {}
+    yield "short by value", a, b, K, {"order": "value", "largest": False}
+    yield "short by index, int64", a, b, K, {"order": "index", "index_dtype": torch.int64}
+    yield "short, no values", a, b, K, {"return_values": False}
+    wa, wb = _x(n=N + 40, seed=3).to(device), _x(n=N + 40, seed=4).to(device)
+    yield "short, rows of a wider buffer", wa[:, 4 : N + 4], wb[:, 8 : N + 8], K, {}
+    ea = torch.tensor([N, 3, 0, 100], device=device)
+    eb = torch.tensor([7, N, 50, 0], device=device)
+    yield "short, windows", (a, ea), (b, eb), K, {"order": "value"}
+    sa, sb = _x(rows=4, n=9000, seed=5).to(device), _x(rows=4, n=9000, seed=6).to(device)
+    yield "stream", sa, sb, 16, {"order": "value"}
+    yield "split", sa[:1], sb[:1], 16, {}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_held_launches_repeat_with_new_tensors(device):
+    """A signature's first call on the Triton backend (the interpreter on the CPU)
+    is recorded, and the next call repeats its launches with its own input, outputs
+    and windows: both against the oracle, for the short, stream and split paths.
+    A repeated input whose 16-byte alignment differs from the recorded one's takes
+    the full path, and is exact too."""
+    for name, first, again, k, kw in _held_variants(device):
+        api._PLANS.clear()
+        for j, x in enumerate((first, again)):
+            opts = dict(kw, backend="triton")
+            if isinstance(x, tuple):
+                x, opts["end"] = x
+            repeated = []
+            if j == 1 and api._PLANS:  # CPU windows are checked each call: no plan
+                (plan,) = api._PLANS.values()
+                assert plan.held is not None, name
+                held = plan.held
+                plan.held = lambda *a, held=held, seen=repeated: seen.append(held(*a)) or seen[-1]
+            _check(x, k, **opts)  # two calls
+            if j == 1 and not (device == "cpu" and "end" in opts):
+                assert repeated == [True, True], name
+    # 4 bytes off: same shape and strides, another alignment
+    buf = _x(rows=1, n=ROWS * N + 4, seed=7).to(device).view(-1)
+    for x in (buf[: ROWS * N].view(ROWS, N), buf[4:].view(ROWS, N), buf[1 : ROWS * N + 1]):
+        _check(x.view(ROWS, N), K, backend="triton", order="value")

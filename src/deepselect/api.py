@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from . import launch_cache
 from .keys import SUPPORTED_DTYPES
 from .options import Order, TopkOptions
 from .oracle import run_oracle
@@ -293,21 +294,11 @@ def topk_rows(
         return_values, out_values, out_indices, backend,
     )  # fmt: skip
     plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
+    fresh = plan is None
+    if fresh:
         plan = _make_plan(
             x, k, largest, order, begin, end, index_offset, fill_value, fill_index,
             index_dtype, return_values, out_values, out_indices, backend,
-        )  # fmt: skip
-        if key is not None:
-            if len(_PLANS) >= _PLAN_LIMIT:  # many shapes: start again rather than grow
-                _PLANS.clear()
-            _PLANS[key] = plan
-    opt = plan.opt
-    if begin is not None or end is not None:
-        opt = TopkOptions(
-            largest=opt.largest, order=opt.order, begin=begin, end=end,
-            index_offset=opt.index_offset, fill_value=opt.fill_value,
-            fill_index=opt.fill_index, index_dtype=opt.index_dtype,
         )  # fmt: skip
     inputs = None
     if out_indices is None:
@@ -322,7 +313,27 @@ def topk_rows(
             if inputs is None:
                 inputs = (("x", x), ("begin", begin), ("end", end), ("index_offset", index_offset))
             check_no_overlap("out_values", out_values, inputs + (("out_indices", out_indices),))
-    plan.run(x, k, opt, out_values, out_indices)
+    held = plan.held
+    if held is not None and held(x, out_values, out_indices, begin, end):
+        return out_values, out_indices
+    opt = plan.opt
+    if begin is not None or end is not None:
+        opt = TopkOptions(
+            largest=opt.largest, order=opt.order, begin=begin, end=end,
+            index_offset=opt.index_offset, fill_value=opt.fill_value,
+            fill_index=opt.fill_index, index_dtype=opt.index_dtype,
+        )  # fmt: skip
+    if fresh and key is not None:
+        # the first call of a signature: its launches are noted, so that the next
+        # calls repeat them with their own tensors (launch_cache.held)
+        with launch_cache.recording() as rec:
+            plan.run(x, k, opt, out_values, out_indices)
+        plan.held = launch_cache.held(rec, (x, out_values, out_indices, begin, end))
+        if len(_PLANS) >= _PLAN_LIMIT:  # many shapes: start again rather than grow
+            _PLANS.clear()
+        _PLANS[key] = plan
+    else:
+        plan.run(x, k, opt, out_values, out_indices)
     return out_values, out_indices
 
 
@@ -338,22 +349,25 @@ def row_runner(x: torch.Tensor, k: int, largest: bool, order: str, index_dtype: 
     if plan is None:
         return None
     run, opt, shape, device = plan.run, plan.opt, plan.out_shape, plan.device
-    vdtype, idtype = plan.value_dtype, plan.index_dtype
+    vdtype, idtype, held = plan.value_dtype, plan.index_dtype, plan.held
 
     def runner(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out_values = torch.empty(shape, dtype=vdtype, device=device)
         out_indices = torch.empty(shape, dtype=idtype, device=device)
-        run(x, k, opt, out_values, out_indices)
+        if held is None or not held(x, out_values, out_indices, None, None):
+            run(x, k, opt, out_values, out_indices)
         return out_values, out_indices
 
     return runner
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Plan:
     """What an eager call of one signature needs once it has been validated: the
     options (windows left out: they are the call's own tensors), the backend and the
-    outputs to allocate. Holds no tensor: a plan outlives the calls it served."""
+    outputs to allocate; and, once its first call has run, that call's launches held
+    (:func:`launch_cache.held`; None where they cannot be repeated). Holds no tensor:
+    a plan outlives the calls it served."""
 
     opt: TopkOptions
     run: Callable
@@ -361,6 +375,7 @@ class _Plan:
     index_dtype: torch.dtype
     value_dtype: torch.dtype | None  # None: no values output
     device: torch.device
+    held: Callable | None = None
 
 
 # Plans of eager calls by signature (_plan_key): a repeated call checks a tuple of
@@ -454,11 +469,11 @@ def _wants_grad(x) -> bool:
 
 def _abstract(x) -> bool:
     """A tensor without data (meta device, or a FakeTensor outside torch.compile)."""
+    if type(x) is torch.Tensor:  # (the common case first: host time per call)
+        return x.is_meta
     if not isinstance(x, torch.Tensor):
         return False
-    if x.device.type == "meta":
-        return True
-    return type(x) is not torch.Tensor and isinstance(x, FakeTensor)
+    return x.is_meta or isinstance(x, FakeTensor)
 
 
 def _traced_topk_rows(

@@ -447,9 +447,9 @@ def run_triton(
     if grid is None:
         grid = min(rows, sm * cfg.programs_per_sm if x.device.type == "cuda" else 4)
     dev = x.device
-    scratch_k = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_i = torch.empty((grid, 2 * cfg.CAP), dtype=torch.int32, device=dev)
-    scratch_n = torch.empty((grid, NREG.value), dtype=torch.int32, device=dev)
+    scratch_k = launch_cache.scratch((grid, 2 * cfg.CAP), torch.int32, dev)
+    scratch_i = launch_cache.scratch((grid, 2 * cfg.CAP), torch.int32, dev)
+    scratch_n = launch_cache.scratch((grid, NREG.value), torch.int32, dev)
     has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw

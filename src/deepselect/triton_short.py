@@ -617,8 +617,8 @@ def run_short(
         first = plan.pass_level
         npass = pass_count(x.dtype)
         ntot = rows * npass << PASS_BITS
-        zero = torch.zeros(ntot + rows * npass, dtype=torch.int32, device=dev)  # a memset
-        hs = torch.empty((rows, first.nseg, npass << PASS_BITS), dtype=torch.int32, device=dev)
+        zero = launch_cache.scratch(ntot + rows * npass, torch.int32, dev, zero=True)  # a memset
+        hs = launch_cache.scratch((rows, first.nseg, npass << PASS_BITS), torch.int32, dev)
         grid = (rows * -(-first.nseg // plan.pass_tiles),)
         args = (
             xin, (begin, end), (zero[:ntot], zero[ntot:], hs), out, (off_ptr, off_scalar),
@@ -649,13 +649,13 @@ def run_short(
         first, ((kw, bundled),) = plan.levels[0], launch_kw
         units = [first.nseg] + [lv.nseg for lv in plan.levels[1:-1]]
         dct = sum(units) * plan.kp  # every level's units but the last (the outputs)
-        ck = torch.empty((rows, dct), dtype=torch.int32, device=dev)
-        ci = torch.empty((rows, dct), dtype=torch.int32, device=dev)
+        ck = launch_cache.scratch((rows, dct), torch.int32, dev)
+        ci = launch_cache.scratch((rows, dct), torch.int32, dev)
         ncnt = sum(lv.nseg for lv in plan.levels[1:])  # one counter per merge group
-        cnt = torch.zeros((rows, ncnt), dtype=torch.int32, device=dev)
+        cnt = launch_cache.scratch((rows, ncnt), torch.int32, dev, zero=True)
         scr = out_indices  # unused unless a level prefilters
         if kw["PREFILTER"] or any(kw["PS"]):
-            scr = torch.empty((rows * first.nseg, kw["SCR"]), dtype=torch.int64, device=dev)
+            scr = launch_cache.scratch((rows * first.nseg, kw["SCR"]), torch.int64, dev)
         _split_kernel[(rows * first.nseg,)](
             xin, (begin, end), (ck, ci, dct), (cnt, ncnt), out, (off_ptr, off_scalar), fills, k,
             first.L, first.nseg, page_args, scr, **bundled,
@@ -666,14 +666,14 @@ def run_short(
     for lv, (kw, bundled) in zip(plan.levels, launch_kw, strict=True):
         if lv.dst_cand:
             dc = lv.nseg * k
-            dst_k = torch.empty((rows, dc), dtype=torch.int32, device=dev)
-            dst_i = torch.empty((rows, dc), dtype=torch.int32, device=dev)
+            dst_k = launch_cache.scratch((rows, dc), torch.int32, dev)
+            dst_i = launch_cache.scratch((rows, dc), torch.int32, dev)
         else:
             dc = 0
             dst_k = dst_i = out_indices
         scr = out_indices  # unused unless the level prefilters
         if kw["PREFILTER"]:
-            scr = torch.empty((rows * lv.nseg, kw["CAND"]), dtype=torch.int64, device=dev)
+            scr = launch_cache.scratch((rows * lv.nseg, kw["CAND"]), torch.int64, dev)
         _short_kernel[(rows * lv.nseg,)](
             xin,
             (begin, end),
