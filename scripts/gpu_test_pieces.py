@@ -10,7 +10,8 @@ take in order. With COSTS (a file of ``function seconds-per-test`` lines, as
 ``costs`` writes them) a piece also holds at most a 3P-th of the estimated total
 time, and the pieces go in order of estimated time, longest first, so that a long
 piece does not start late and outlast the deadline. Functions COSTS does not name
-are taken at the median cost.
+are taken at the largest cost (a test that never finished in time has no cost, and
+must not start last again).
 
 ``costs``: from a run's OUT/piece_<j>.ids, .log and .rc, each function's seconds
 per test (pieces that ran to the end only, one function per piece), for the next
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -45,7 +45,9 @@ def split(out: Path, p: int, ids: list[str], costs: dict[str, float]) -> None:
     funcs: dict[str, list[str]] = {}
     for i in ids:
         funcs.setdefault(function(i), []).append(i)
-    default = statistics.median(costs.values()) if costs else 1.0
+    # a function without a cost (new, or never finished in time) may be long: it starts
+    # among the first
+    default = max(costs.values()) if costs else 1.0
     per = {f: costs.get(f, default) for f in funcs}
     cap = -(-len(ids) // (3 * p))
     budget = sum(per[f] * len(t) for f, t in funcs.items()) / (3 * p)
