@@ -106,6 +106,13 @@ PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, bea
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
+LARGE_K_SLICES = 0
+"""Many rows (more than the split takes) of up to this many ``ShortConfig.nmax`` at
+kp >= LARGE_K_MIN_KP take :func:`large_k_plan` instead of the streaming kernel (at
+k = N / 8 its threshold rejects little); 0 keeps them streamed: off until timed
+(``benchmarks/large_k_variants.py``)."""
+LARGE_K_MIN_KP = 1024
+LARGE_K_WARPS = 32  # the most warps a program of a large-k slice takes (1,024 threads)
 MAX_IN_LAUNCH = 4
 """The most merge levels a split runs in one launch (:func:`split_fused_kernel`, where
 each is another copy of the selection's code)."""
@@ -139,8 +146,8 @@ class Level:
         programs per SM."""
         if self.num_warps == 8:
             return occupancy_cap(CROWDED) if self.crowded else 128
-        if self.num_warps == 16 and kp <= 1024 and not self.dst_cand:
-            return 64
+        if self.num_warps == 16 and kp <= 1024 and not self.dst_cand and self.nmax <= 8192:
+            return 64  # (a longer slice at 16 warps holds more than 16 a thread)
         return None
 
 
@@ -273,6 +280,8 @@ def _plan(
         # launch holds the rows' segments
         if pkw and not by_value and kp >= PASS_OVER_STREAM_KP:
             return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
+        if kp >= LARGE_K_MIN_KP and n <= LARGE_K_SLICES * cfg.nmax:
+            return large_k_plan(rows, n, k, sm_count, cfg, interpreting, bits, by_value)
         return None
     L = cfg.nmax
     nseg = -(-n // L)
@@ -287,6 +296,52 @@ def _plan(
         return ShortPlan("split", one, kp, fused, lean, True, **pkw)
     levels += _merge_levels(nseg * k, k, cfg)
     return ShortPlan("split", tuple(levels), kp, fused, lean, **pkw)
+
+
+LARGE_K_VARIANTS = ("lean", "prefilter", "split", "split-lean")
+
+
+def large_k_plan(
+    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int,
+    by_value: bool, variant: str = "lean", warps: int = LARGE_K_WARPS,
+) -> ShortPlan:  # fmt: skip
+    """A plan for many rows of ``n`` elements, ``cfg.nmax < n <= LARGE_K_SLICES *
+    cfg.nmax`` (any ``n`` up to 4 x nmax for the candidates; at ``n <= cfg.nmax``
+    ``"split"`` is the short path's plan), at large k (``k <= cfg.nmax``),
+    which the streaming kernel serves slowly: at k = N / 8 its threshold rejects
+    little, so it compacts often. The candidates, by ``variant``:
+
+    * ``"lean"``: one program a row holds the whole row (16 keys a thread at 32 warps
+      for 16K; ``warps`` at most), then selects from every element: a radix select of
+      LEAN_BITS-bit digits (two passes for 16-bit keys) and only the winners written
+      (keys above the pivot, then the lowest-index ties). No sampled prefilter: at
+      k = N / 8 it keeps a quarter of the row and costs a compaction through scratch.
+    * ``"prefilter"``: the same program with the short path's selection (the sampled
+      prefilter where it fits, RADIX_BITS-bit digits).
+    * ``"split"``: segments of ``cfg.nmax``, their candidates merged (the split as
+      few rows take it); ``"split-lean"`` with a lean split's selection (LEAN_BITS
+      digits, no prefilter, LEAN_REGS registers) at any k.
+
+    >>> describe(large_k_plan(4096, 16384, 2048, 132, ShortConfig(), False, 16, False))
+    'short nmax=16384 warps=32 lean'
+    """
+    if variant not in LARGE_K_VARIANTS:
+        raise ValueError(f"variant must be one of {LARGE_K_VARIANTS}; got {variant!r}")
+    if not 0 < n <= 4 * cfg.nmax or k > cfg.nmax:
+        raise ValueError(f"large_k_plan takes 0 < n <= {4 * cfg.nmax} and k <= {cfg.nmax}")
+    if variant.startswith("split"):  # the split's plan, as if the rows were few
+        few = dataclasses.replace(cfg, split_rows=(float("inf"),) * 3)
+        plan = _plan(rows, n, k, sm_count, few, interpreting, bits, by_value)
+        if plan is None or (plan.passes and len(plan.levels) == 1):
+            raise ValueError(f"no split of {n} at k = {k}: segments of {cfg.nmax} < 4 k")
+        lean = variant == "split-lean" and plan.kind == "split"
+        # the split itself, not the radix passes that a plan for few rows may hold
+        return dataclasses.replace(plan, lean=lean, pass_level=None, pass_tiles=1, grid_sync=False)
+    kp = max(16, _next_pow2(k))
+    nm = _next_pow2(n)
+    w = max(1, min(warps, nm // (32 * PER_THREAD)))
+    level = Level(n, 1, nm, False, False, w)
+    return ShortPlan("short", (level,), kp, not interpreting, lean=variant == "lean")
 
 
 def _pass_level(
@@ -315,7 +370,12 @@ def describe(plan: ShortPlan | None) -> str:
         return "stream"
     if plan.kind == "short":
         lv = plan.levels[0]
-        return f"short nmax={lv.nmax}" + (" crowded" if lv.crowded else "")
+        warps = f" warps={lv.num_warps}" if lv.num_warps != _warps(lv.nmax) else ""
+        return (
+            f"short nmax={lv.nmax}{warps}"
+            + (" crowded" if lv.crowded else "")
+            + (" lean" if plan.lean else "")
+        )
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
     return (
@@ -478,7 +538,8 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        cap = None if interp else (LEAN_REGS if plan.lean else lv.maxnreg(plan.kp))
+        lean_split = plan.lean and plan.kind == "split"  # (a lean short row: uncapped)
+        cap = None if interp else (LEAN_REGS if lean_split else lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
