@@ -183,6 +183,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default=",".join(CANDIDATES), help="candidates, comma-separated")
     p.add_argument("--cells", default="", help="cell numbers to run (0-based, comma-separated)")
+    p.add_argument("--extra", default="", metavar="DT:ROWS:N:K,...",
+                   help="more cells, e.g. bf16:4096:4096:512")  # fmt: skip
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--jobs", type=int, default=8, help="processes compiling first (0: none)")
     p.add_argument("--csv", default=None, help="also write the times to this CSV")
@@ -192,6 +194,9 @@ def main() -> int:
         return 2
     names = [n for n in a.only.split(",") if n]
     cells = [CELLS[int(i)] for i in a.cells.split(",")] if a.cells else list(CELLS)
+    for e in filter(None, a.extra.split(",")):
+        dt, *dims = e.split(":")
+        cells.append((dt, *(int(v) for v in dims)))
     dev = torch.device("cuda")
     t = time.perf_counter()
     precompile(cells, names, a.jobs)
