@@ -348,3 +348,23 @@ def test_held_launches_repeat_with_new_tensors(device):
     buf = _x(rows=1, n=ROWS * N + 4, seed=7).to(device).view(-1)
     for x in (buf[: ROWS * N].view(ROWS, N), buf[4:].view(ROWS, N), buf[1 : ROWS * N + 1]):
         _check(x.view(ROWS, N), K, backend="triton", order="value")
+
+
+def test_cpu_backend_holds_its_short_calls():
+    """The CPU backend's lean path of short rows holds a signature's call itself
+    (``run.hold``): the next calls go straight to the compiled kernel with their own
+    tensors, exact; the streaming path's calls are not held."""
+    for n, held in ((N, True), (9000, False)):
+        api._PLANS.clear()
+        a, b = _x(n=n, seed=1), _x(n=n, seed=2)
+        for x in (a, b, a):
+            _check(x, K, order="value")
+        (plan,) = api._PLANS.values()
+        assert (plan.held is not None) == held, n
+        if held:
+            seen = []
+            inner = plan.held
+            plan.held = lambda *t: seen.append(inner(*t)) or seen[-1]
+            _check(_x(n=n, seed=3), K, order="value")
+            _check(_x(n=n, seed=4), K, return_values=False)  # another signature: no plan yet
+            assert seen == [True, True]

@@ -18,6 +18,7 @@ to the compiled function through ctypes (no descriptor per thread, no region).
 from __future__ import annotations
 
 import ctypes
+import logging
 import struct
 from contextlib import nullcontext
 from functools import cache
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from numba import carray, cfunc, njit, types
 
-from ._log import log_launch
+from ._log import log_launch, logger
 from ._numba_cache import compiling
 from .cpu_backend import (
     _LAYOUT,
@@ -256,6 +257,42 @@ def run_cpu_small(
         out_indices.copy_(oi)
     if not direct_v:
         out_values.copy_(ov)
+
+
+def hold(
+    x: torch.Tensor,
+    k: int,
+    opt: TopkOptions,
+    out_values: torch.Tensor | None,
+    out_indices: torch.Tensor,
+):
+    """After a call of :func:`run_cpu_small` with these arguments: the same call as a
+    function ``held(x, out_values, out_indices, begin, end) -> bool`` of new tensors of
+    the same signature (shapes, strides, dtypes: the caller's guarantee; no windows),
+    which calls the compiled kernel directly and returns True; or None where the call
+    took another path (the streaming kernel, windows, offset tensors, outputs written
+    through a copy). With DEBUG logging on it returns False (the caller's full path
+    logs the call)."""
+    key = (id(opt), x.dtype, x.shape, x.stride(), k, out_values is None, out_indices.dtype)
+    call = _CALLS.get(key)
+    contiguous = out_indices.is_contiguous() and (
+        out_values is None or out_values.is_contiguous()
+    )
+    if call is None or call[0] is not opt or not call[3] or not contiguous or x.dtype not in _RAN:
+        return None
+    fn, addr, has_values = call[1], call[4], out_values is not None
+
+    def held(x, out_values, out_indices, begin=None, end=None, _call=call) -> bool:
+        if logger.isEnabledFor(logging.DEBUG):
+            return False
+        vp = out_values.data_ptr() if has_values else 0
+        fn(addr, x.data_ptr(), vp, out_indices.data_ptr(), 0, 0, 0)
+        return True
+
+    return held
+
+
+run_cpu_small.hold = hold  # (api: a backend's way to hold a call; see launch_cache.held)
 
 
 # Calls by signature: (the options, the compiled function or None for the streaming
