@@ -208,22 +208,15 @@ def compile_rows_kernel(
     )
 
 
-def compile_short_levels(
-    dtype, rows, n, k, order=Order.NONE, paged=False, by_phase=False, large=None
-):  # fmt: skip
+def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, by_phase=False):
     """Each launch of the short/split path's plan for ``[rows, n]`` (132 SMs), compiled
-    as run_short launches it (its register cap): [(level, cap, compiled kernel)].
-    ``large``: ``(variant, warps)``, the plan of ``triton_short.large_k_plan`` instead. With
+    as run_short launches it (its register cap): [(level, cap, compiled kernel)]. With
     ``k = 1`` the kernels take k as a compile-time constant, as a launch does (Triton
     specializes an integer argument equal to 1). ``by_phase``: the radix passes one
     launch per phase, as run_short launches them where a device refuses their
     cooperative launch."""
     x = torch.empty(rows, n, dtype=dtype, device="meta")  # the plan reads shapes only
     plan = triton_short.short_path(x, k, TopkOptions(order=order), 132)
-    if large is not None:
-        bits = torch.finfo(dtype).bits
-        cfg, by_value = triton_short.ShortConfig(), order == Order.VALUE
-        plan = triton_short.large_k_plan(rows, n, k, 132, cfg, False, bits, by_value, *large)
     if plan is None:
         raise SystemExit(f"{rows} x {n} k={k}: the streaming kernel, not the short path")
     flags = (
@@ -339,12 +332,6 @@ def config_overrides(spec: str) -> dict:
     return out
 
 
-def _large(spec: str) -> tuple[str, int]:
-    """``VARIANT[:WARPS]`` as ``large_k_plan``'s arguments."""
-    variant, _, warps = spec.partition(":")
-    return variant, int(warps) if warps else triton_short.LARGE_K_WARPS
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="all")
@@ -385,12 +372,6 @@ def main() -> None:
         "radix passes one launch per phase, as where a cooperative launch is refused)",
     )
     p.add_argument(
-        "--large",
-        default=None,
-        metavar="VARIANT[:WARPS],...",
-        help="with --short: triton_short.large_k_plan's plans instead (e.g. lean:32,prefilter)",
-    )
-    p.add_argument(
         "--sass-stats", action="store_true", help="also count SASS instructions (nvdisasm)"
     )
     a = p.parse_args()
@@ -407,12 +388,9 @@ def main() -> None:
                 for order in Order:
                     if a.order and order.value not in a.order:
                         continue
-                    runs = [(v, None) for v in a.variant.split(",")]
-                    if a.large:
-                        runs = [(v, _large(v)) for v in a.large.split(",")]
-                    for v, large in runs:
+                    for v in a.variant.split(","):
                         plan, levels = compile_short_levels(
-                            DT[d], rows, n, k, order, a.paged, v == "by-phase", large
+                            DT[d], rows, n, k, order, a.paged, v == "by-phase"
                         )
                         for lv, cap, c in levels:
                             stats = f" {sass_stats(c.asm['cubin'])}" if a.sass_stats else ""

@@ -9,8 +9,9 @@ boundary the grid crosses, one case on each side, with the path each side took.
   +infs, so that the k-th element falls among them and the lowest index must win.
 * :func:`boundaries`: the row length, rows and k where the dispatch changes path
   (``triton_short``'s short/split plan and ``ShortConfig.split_rows``, the split's
-  k limit, ``MAX_FAST_K``, ``triton_backend.stream_config``'s W32_FROM,
-  W32_MID_BLOCKS, SHORT_SAMPLE_N and crowded launches), read by name from the dispatch
+  k limit, the wide short rows' WIDE_SHORT_MIN_KP and WIDE_SHORT_SLICES, ``MAX_FAST_K``,
+  ``triton_backend.stream_config``'s W32_FROM, W32_MID_BLOCKS, SHORT_SAMPLE_N and
+  crowded launches), read by name from the dispatch
   modules, so a retuned constant moves its cases. Each side's expected path is
   computed from the dispatch functions, and the debug line of the call
   (``deepselect._log``) must name that plan or launch config; the table of expected
@@ -157,6 +158,23 @@ def test_grid_selection_covers_every_k_n_batch_and_kind():
     assert len(set(GRID_CASES)) == len(GRID_CASES)
 
 
+def test_grid_cases_of_wide_short_rows():
+    """The grid's bf16 rows of 16K at k = 2048 by 512 take the wide short row (one
+    program a row holds it at 16 warps); its fp32 and 128K rows, and k = 4096, do not."""
+    from deepselect import triton_short as ts
+
+    wide = {
+        c[:4] for c in GRID_CASES
+        if expected_path(c[0], c[1], c[2], c[3], "none", 132)[0] == "short"
+        and c[2] > ts.ShortConfig().nmax
+    }  # fmt: skip
+    assert wide == {(B16, 512, K16, 2048)}
+    _, plan = expected_path(B16, 512, K16, 2048, "none", 132)
+    assert str(plan) == "short nmax=16384 warps=16"
+    for rows, k in ((4096, 2048), (512, 1024), (4096, 1024)):
+        assert str(expected_path(B16, rows, K16, k, "none", 132)[1]) == str(plan), (rows, k)
+
+
 def test_heavy_rows_put_the_kth_among_their_specials():
     x = scores("nan", 3, 4000, 100, torch.float32, device="cpu")
     nan = torch.isnan(x)
@@ -206,6 +224,9 @@ def boundaries(sm: int) -> list[Boundary]:
     k_split = cfg.nmax // 4  # a split's segment is at least 4 k long, at most nmax
     many = two * sm  # rows that two programs per SM hold in one wave
     stream, short = frozenset({"stream"}), frozenset({"short"})
+    # many rows of 16-bit keys held whole by one program (more rows than SMs: no
+    # radix passes either side), from kp = WIDE_SHORT_MIN_KP, up to WIDE_SHORT_SLICES
+    wide_rows, wide_n, wide_k = max(512, sm + 1), ts.WIDE_SHORT_SLICES * cfg.nmax, 1024
     return [
         Boundary("short nmax", B16, ((1, cfg.nmax, 512), (1, cfg.nmax + STEP, 512)), "path",
                  (short, SPLIT)),
@@ -234,11 +255,18 @@ def boundaries(sm: int) -> list[Boundary]:
                                          (r_long, tb.SHORT_SAMPLE_N + STEP,
                                           tb.SHORT_SAMPLE_MAX_K)),
                  "sample_keys", (4096, 0)),
-        Boundary("CROWDED_MAX_K", B16, ((many + 1, mid_n, tb.CROWDED_MAX_K),
-                                        (many + 1, mid_n, tb.CROWDED_MAX_K + 1)),
+        # (rows of 32K: at 16K and k > 512 the rows are wide short rows)
+        Boundary("CROWDED_MAX_K", B16, ((many + 1, 2 * mid_n, tb.CROWDED_MAX_K),
+                                        (many + 1, 2 * mid_n, tb.CROWDED_MAX_K + 1)),
                  "programs_per_sm", (CROWDED_PER_SM, two)),
         Boundary("crowded rows", B16, ((many, mid_n, 512), (many + 1, mid_n, 512)),
                  "programs_per_sm", (two, CROWDED_PER_SM)),
+        Boundary("WIDE_SHORT_MIN_KP", B16, ((wide_rows, wide_n, ts.WIDE_SHORT_MIN_KP // 2),
+                                            (wide_rows, wide_n, ts.WIDE_SHORT_MIN_KP // 2 + 1)),
+                 "path", (stream, short)),
+        Boundary("WIDE_SHORT_SLICES", B16, ((wide_rows, wide_n, wide_k),
+                                            (wide_rows, wide_n + STEP, wide_k)),
+                 "path", (short, stream)),
     ]  # fmt: skip
 
 
@@ -289,7 +317,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 12
+    assert len({b.name for b in seen}) == len(seen) == 14
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)

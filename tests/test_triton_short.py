@@ -789,7 +789,9 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(64, 16384, 1024, bits=32) is None  # kp 1024: the stream
     assert plan(64, 16384, 2048, bits=32, by_value=True) is None
     assert plan(64, 32768, 2048, bits=32) is None  # 2 segments a program of 32-bit keys
-    assert plan(64, 2**17, 2048) is None and plan(512, 16384, 2048) is None  # too many
+    assert plan(64, 2**17, 2048) is None and plan(512, 16384, 2048, bits=32) is None  # too many
+    whole = plan(512, 16384, 2048)  # too many too: 16-bit keys, a wide short row
+    assert whole.kind == "short" and not whole.passes and whole.levels[0].nmax == 16384
 
 
 @pytest.mark.parametrize("rows, n, sm, tiles", [(2, 700, 4, 3), (3, 750, 4, 6), (2, 700, 6, 2)])

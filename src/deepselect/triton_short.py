@@ -78,7 +78,8 @@ class ShortConfig:
     radix passes on rows of a few hundred elements.
 
     nmax: the largest slice one program holds in registers (a power of two), 16
-        elements a thread: the longest short row, the split's segment and merge group.
+        elements a thread: the longest short row (but a wide one, twice as long at 32
+        a thread: WIDE_SHORT_SLICES), the split's segment and merge group.
     min_seg: the shortest segment of a split or of the radix passes; a split's
         segment is also at least ``4 k`` long.
     split_rows: rows split (more than one) while ``rows < frac * sm_count``, ``frac``
@@ -106,13 +107,13 @@ PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, bea
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
-LARGE_K_SLICES = 0
-"""Many rows (more than the split takes) of up to this many ``ShortConfig.nmax`` at
-kp >= LARGE_K_MIN_KP take :func:`large_k_plan` instead of the streaming kernel (at
-k = N / 8 its threshold rejects little); 0 keeps them streamed: off until timed
-(``benchmarks/large_k_variants.py``)."""
-LARGE_K_MIN_KP = 1024
-LARGE_K_WARPS = 32  # the most warps a program of a large-k slice takes (1,024 threads)
+WIDE_SHORT_MIN_KP = 1024  # the smallest kp of a wide short row (k <= 512 stays streamed)
+WIDE_SHORT_SLICES = 2  # the longest wide short row, in ShortConfig.nmax
+"""Many rows (more than the split takes) of 16-bit keys, ``cfg.nmax < N <=
+WIDE_SHORT_SLICES * cfg.nmax``, at kp >= WIDE_SHORT_MIN_KP: one program a row holds the
+whole row (:func:`wide_short_plan`), not the streaming kernel, whose threshold rejects
+little at k = N / 8 (bf16 4096 x 16K k = 2048: 434 us against 493 on an H100; the table
+in docs/tuning.md)."""
 MAX_IN_LAUNCH = 4
 """The most merge levels a split runs in one launch (:func:`split_fused_kernel`, where
 each is another copy of the selection's code)."""
@@ -280,8 +281,8 @@ def _plan(
         # launch holds the rows' segments
         if pkw and not by_value and kp >= PASS_OVER_STREAM_KP:
             return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
-        if kp >= LARGE_K_MIN_KP and n <= LARGE_K_SLICES * cfg.nmax:
-            return large_k_plan(rows, n, k, sm_count, cfg, interpreting, bits, by_value)
+        if bits == 16 and kp >= WIDE_SHORT_MIN_KP and n <= WIDE_SHORT_SLICES * cfg.nmax:
+            return wide_short_plan(n, k, cfg, interpreting)
         return None
     L = cfg.nmax
     nseg = -(-n // L)
@@ -298,50 +299,22 @@ def _plan(
     return ShortPlan("split", tuple(levels), kp, fused, lean, **pkw)
 
 
-LARGE_K_VARIANTS = ("lean", "prefilter", "split", "split-lean")
+def wide_short_plan(n: int, k: int, cfg: ShortConfig, interpreting: bool) -> ShortPlan:
+    """One program a row of ``n`` elements, ``cfg.nmax < n <= WIDE_SHORT_SLICES *
+    cfg.nmax``, holding the whole row at the warps of one slice (32 elements a thread)
+    and selecting as a short row does (the sampled prefilter, RADIX_BITS-bit digits).
 
-
-def large_k_plan(
-    rows: int, n: int, k: int, sm_count: int, cfg: ShortConfig, interpreting: bool, bits: int,
-    by_value: bool, variant: str = "lean", warps: int = LARGE_K_WARPS,
-) -> ShortPlan:  # fmt: skip
-    """A plan for many rows of ``n`` elements, ``cfg.nmax < n <= LARGE_K_SLICES *
-    cfg.nmax`` (any ``n`` up to 4 x nmax for the candidates; at ``n <= cfg.nmax``
-    ``"split"`` is the short path's plan), at large k (``k <= cfg.nmax``),
-    which the streaming kernel serves slowly: at k = N / 8 its threshold rejects
-    little, so it compacts often. The candidates, by ``variant``:
-
-    * ``"lean"``: one program a row holds the whole row (16 keys a thread at 32 warps
-      for 16K; ``warps`` at most), then selects from every element: a radix select of
-      LEAN_BITS-bit digits (two passes for 16-bit keys) and only the winners written
-      (keys above the pivot, then the lowest-index ties). No sampled prefilter: at
-      k = N / 8 it keeps a quarter of the row and costs a compaction through scratch.
-    * ``"prefilter"``: the same program with the short path's selection (the sampled
-      prefilter where it fits, RADIX_BITS-bit digits).
-    * ``"split"``: segments of ``cfg.nmax``, their candidates merged (the split as
-      few rows take it); ``"split-lean"`` with a lean split's selection (LEAN_BITS
-      digits, no prefilter, LEAN_REGS registers) at any k.
-
-    >>> describe(large_k_plan(4096, 16384, 2048, 132, ShortConfig(), False, 16, False))
-    'short nmax=16384 warps=32 lean'
+    >>> describe(wide_short_plan(16384, 2048, ShortConfig(), False))
+    'short nmax=16384 warps=16'
     """
-    if variant not in LARGE_K_VARIANTS:
-        raise ValueError(f"variant must be one of {LARGE_K_VARIANTS}; got {variant!r}")
-    if not 0 < n <= 4 * cfg.nmax or k > cfg.nmax:
-        raise ValueError(f"large_k_plan takes 0 < n <= {4 * cfg.nmax} and k <= {cfg.nmax}")
-    if variant.startswith("split"):  # the split's plan, as if the rows were few
-        few = dataclasses.replace(cfg, split_rows=(float("inf"),) * 3)
-        plan = _plan(rows, n, k, sm_count, few, interpreting, bits, by_value)
-        if plan is None or (plan.passes and len(plan.levels) == 1):
-            raise ValueError(f"no split of {n} at k = {k}: segments of {cfg.nmax} < 4 k")
-        lean = variant == "split-lean" and plan.kind == "split"
-        # the split itself, not the radix passes that a plan for few rows may hold
-        return dataclasses.replace(plan, lean=lean, pass_level=None, pass_tiles=1, grid_sync=False)
+    if not cfg.nmax < n <= WIDE_SHORT_SLICES * cfg.nmax or k > cfg.nmax:
+        raise ValueError(
+            f"wide_short_plan takes {cfg.nmax} < n <= {WIDE_SHORT_SLICES * cfg.nmax} "
+            f"and k <= {cfg.nmax}; got n = {n}, k = {k}"
+        )
     kp = max(16, _next_pow2(k))
-    nm = _next_pow2(n)
-    w = max(1, min(warps, nm // (32 * PER_THREAD)))
-    level = Level(n, 1, nm, False, False, w)
-    return ShortPlan("short", (level,), kp, not interpreting, lean=variant == "lean")
+    level = Level(n, 1, _next_pow2(n), False, False, _warps(cfg.nmax))
+    return ShortPlan("short", (level,), kp, not interpreting)
 
 
 def _pass_level(
@@ -370,12 +343,9 @@ def describe(plan: ShortPlan | None) -> str:
         return "stream"
     if plan.kind == "short":
         lv = plan.levels[0]
-        warps = f" warps={lv.num_warps}" if lv.num_warps != _warps(lv.nmax) else ""
-        return (
-            f"short nmax={lv.nmax}{warps}"
-            + (" crowded" if lv.crowded else "")
-            + (" lean" if plan.lean else "")
-        )
+        wide = lv.nmax > 32 * PER_THREAD * lv.num_warps  # (a wide short row's warps)
+        warps = f" warps={lv.num_warps}" if wide else ""
+        return f"short nmax={lv.nmax}{warps}" + (" crowded" if lv.crowded else "")
     first = plan.levels[0]
     merges = " ".join(f"{lv.L}x{lv.nseg}" for lv in plan.levels[1:])
     return (
@@ -538,8 +508,7 @@ def _launch_kwargs(
         if not lv.dst_cand:
             kw.update(page_flags)
         kw["num_warps"] = lv.num_warps
-        lean_split = plan.lean and plan.kind == "split"  # (a lean short row: uncapped)
-        cap = None if interp else (LEAN_REGS if lean_split else lv.maxnreg(plan.kp))
+        cap = None if interp else (LEAN_REGS if plan.lean else lv.maxnreg(plan.kp))
         if cap is not None:
             kw["maxnreg"] = cap
         out.append(kw)
