@@ -102,8 +102,8 @@ def source(fn, sig: dict, consts: dict, attrs: dict) -> ASTSource:
         signature[p.name] = types
         for j, m in enumerate(members):
             paths[m] = (i, j)
-            if types[j] == "constexpr":
-                constexprs[(i, j)] = consts[m]
+            if types[j] == "constexpr":  # (an argument a launch leaves out: None)
+                constexprs[(i, j)] = consts.get(m)
     return ASTSource(
         fn, signature, constexprs=constexprs, attrs={paths[n]: a for n, a in attrs.items()}
     )
