@@ -1,8 +1,9 @@
 """The engine's ``top_k_mask_logits`` and ``top_k_renorm_probs`` two ways, in one process:
 the select, then a pass over the logits (``old``: the input read twice), and the one
 launch whose streaming programs write each row from its selection (``fused``: read once,
-see ``triton_sampling.kept_rows``), beside one read + one write of the logits
-(``x * 1.0``). Decides ``triton_sampling.FUSED`` (and where it applies, ``fuses``).
+see ``triton_sampling.kept_rows``; ``early``: the same with the columns a row does not
+keep written before its selection), beside one read + one write of the logits
+(``x * 1.0``). Decides ``triton_sampling.FUSED`` and ``FILL_EARLY``.
 
     python benchmarks/sampling_fused_variants.py             # GPU: the table, < 90 s
     python benchmarks/sampling_fused_variants.py --per-row   # + per-row k tensors
@@ -10,10 +11,11 @@ see ``triton_sampling.kept_rows``), beside one read + one write of the logits
 
 Cells: op {mask, renorm} x rows {256, 4096} x vocab 129,280 fp32 x k {50, 512}, an int
 k (``--per-row``: also a per-row k in ``[k/2, k]``, ``k_max = k``). Each cell first checks
-the fused result against the old one (mask: bit for bit; renorm: the same zeros and NaNs,
-values within fp32 rounding of a differently ordered kept sum), then times the three
-calls interleaved as CUDA-graph replays, input copies rotated for a cold L2
-(``deepselect.bench``'s timer). Ratios: each path over ``x * 1.0``, and old over fused.
+both fused results against the old one (mask: bit for bit; renorm: the same zeros and
+NaNs, values within fp32 rounding of a differently ordered kept sum), then times the
+four calls interleaved as CUDA-graph replays, input copies rotated for a cold L2
+(``deepselect.bench``'s timer). Ratios: each path over ``x * 1.0``, and old over the
+better fused one.
 """
 
 from __future__ import annotations
@@ -36,15 +38,19 @@ GPU = dict(rows=(256, 4096), vocab=129280, k=(50, 512))
 CPU = dict(rows=(2,), vocab=40000, k=(50,))  # rows the streaming kernel takes there
 
 
+VARIANTS = {"old": (False, False), "fused": (True, False), "early": (True, True)}
+"""Each path's ``(triton_sampling.FUSED, triton_sampling.FILL_EARLY)``."""
+
+
 @contextlib.contextmanager
-def fused(on: bool):
-    """``triton_sampling.FUSED`` set to ``on`` for the calls (and captures) inside."""
-    was = triton_sampling.FUSED
-    triton_sampling.FUSED = on
+def variant(name: str):
+    """The path ``name`` of VARIANTS for the calls (and graph captures) inside."""
+    was = triton_sampling.FUSED, triton_sampling.FILL_EARLY
+    triton_sampling.FUSED, triton_sampling.FILL_EARLY = VARIANTS[name]
     try:
         yield
     finally:
-        triton_sampling.FUSED = was
+        triton_sampling.FUSED, triton_sampling.FILL_EARLY = was
 
 
 def inputs(op: str, rows: int, vocab: int, k: int, per_row: bool, device: str):
@@ -63,11 +69,11 @@ def inputs(op: str, rows: int, vocab: int, k: int, per_row: bool, device: str):
     return xs, dict(k=k)
 
 
-def call(op: str, kw: dict, on: bool):
+def call(op: str, kw: dict, name: str):
     fn = OPS[op]
 
     def run(x):
-        with fused(on):
+        with variant(name):
             return fn(x, kw["k"], k_max=kw.get("k_max"))
 
     return run
@@ -92,23 +98,26 @@ def run_cell(op, rows, vocab, k, per_row, device, repeats) -> dict:
     m = min(kw.get("k_max", k), vocab)
     row = dict(op=op, rows=rows, k=k, k_kind="per-row" if per_row else "int")
     row["fuses"] = triton_sampling.fuses(xs[0], m)
-    old, new = call(op, kw, False), call(op, kw, True)
-    problem = check(op, new(xs[0]), old(xs[0]))
-    if problem:
-        return dict(row, status=problem)
-    fns = {"rw": lambda x: x * 1.0, "old": old, "fused": new}
+    fns = {name: call(op, kw, name) for name in VARIANTS}
+    want = fns["old"](xs[0])
+    for name in ("fused", "early"):
+        problem = check(op, fns[name](xs[0]), want)
+        if problem:
+            return dict(row, status=f"{name}: {problem}")
+    fns["rw"] = lambda x: x * 1.0
     cuda = device == "cuda"
     t = time_fns(fns, xs, device, repeats=repeats, warmup=3 if cuda else 1, graph=cuda)
     us = {n: v.median_s * 1e6 for n, v in t.items()}
+    for name in ("old", "fused", "early"):
+        row[f"{name}_us"] = us[name]
+        row[f"{name}_rw"] = us[name] / us["rw"]
     return dict(
-        row, rw_us=us["rw"], old_us=us["old"], fused_us=us["fused"],
-        old_rw=us["old"] / us["rw"], fused_rw=us["fused"] / us["rw"],
-        old_fused=us["old"] / us["fused"], status="ok",
-    )  # fmt: skip
+        row, rw_us=us["rw"], old_best=us["old"] / min(us["fused"], us["early"]), status="ok"
+    )
 
 
-COLUMNS = ["op", "rows", "k", "k_kind", "fuses", "rw_us", "old_us", "fused_us", "old_rw",
-           "fused_rw", "old_fused", "status"]  # fmt: skip
+COLUMNS = ["op", "rows", "k", "k_kind", "fuses", "rw_us", "old_us", "fused_us", "early_us",
+           "old_rw", "fused_rw", "early_rw", "old_best", "status"]  # fmt: skip
 
 
 def _fmt(v) -> str:
