@@ -6,16 +6,18 @@ keep written before its selection), beside one read + one write of the logits
 (``x * 1.0``). Decides ``triton_sampling.FUSED`` and ``FILL_EARLY``.
 
     python benchmarks/sampling_fused_variants.py             # GPU: the table, < 90 s
+    python benchmarks/sampling_fused_variants.py --early     # + the early fill
     python benchmarks/sampling_fused_variants.py --per-row   # + per-row k tensors
     TRITON_INTERPRET=1 python benchmarks/sampling_fused_variants.py --cpu  # tiny, no GPU
 
 Cells: op {mask, renorm} x rows {256, 4096} x vocab 129,280 fp32 x k {50, 512}, an int
 k (``--per-row``: also a per-row k in ``[k/2, k]``, ``k_max = k``). Each cell first checks
-both fused results against the old one (mask: bit for bit; renorm: the same zeros and
+the fused results against the old one (mask: bit for bit; renorm: the same zeros and
 NaNs, values within fp32 rounding of a differently ordered kept sum), then times the
-four calls interleaved as CUDA-graph replays, input copies rotated for a cold L2
+calls interleaved as CUDA-graph replays, input copies rotated for a cold L2
 (``deepselect.bench``'s timer). Ratios: each path over ``x * 1.0``, and old over the
-better fused one.
+best fused one. ``--early`` (the early fill's kernels: eight more compilations) may
+take past 90 s.
 """
 
 from __future__ import annotations
@@ -93,14 +95,14 @@ def check(op: str, got: torch.Tensor, want: torch.Tensor) -> str:
     return ""
 
 
-def run_cell(op, rows, vocab, k, per_row, device, repeats) -> dict:
+def run_cell(op, rows, vocab, k, per_row, device, repeats, names) -> dict:
     xs, kw = inputs(op, rows, vocab, k, per_row, device)
     m = min(kw.get("k_max", k), vocab)
     row = dict(op=op, rows=rows, k=k, k_kind="per-row" if per_row else "int")
     row["fuses"] = triton_sampling.fuses(xs[0], m)
-    fns = {name: call(op, kw, name) for name in VARIANTS}
+    fns = {name: call(op, kw, name) for name in names}
     want = fns["old"](xs[0])
-    for name in ("fused", "early"):
+    for name in names[1:]:
         problem = check(op, fns[name](xs[0]), want)
         if problem:
             return dict(row, status=f"{name}: {problem}")
@@ -108,12 +110,11 @@ def run_cell(op, rows, vocab, k, per_row, device, repeats) -> dict:
     cuda = device == "cuda"
     t = time_fns(fns, xs, device, repeats=repeats, warmup=3 if cuda else 1, graph=cuda)
     us = {n: v.median_s * 1e6 for n, v in t.items()}
-    for name in ("old", "fused", "early"):
+    for name in names:
         row[f"{name}_us"] = us[name]
         row[f"{name}_rw"] = us[name] / us["rw"]
-    return dict(
-        row, rw_us=us["rw"], old_best=us["old"] / min(us["fused"], us["early"]), status="ok"
-    )
+    best = min(us[name] for name in names[1:])
+    return dict(row, rw_us=us["rw"], old_best=us["old"] / best, status="ok")
 
 
 COLUMNS = ["op", "rows", "k", "k_kind", "fuses", "rw_us", "old_us", "fused_us", "early_us",
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu", action="store_true", help="tiny shapes on the CPU (interpreter)")
     p.add_argument("--per-row", action="store_true", help="also per-row k tensors")
+    p.add_argument("--early", action="store_true", help="also the fill before the selection")
     p.add_argument("--rows", type=int, nargs="*", help="row counts (default 256 4096)")
     p.add_argument("--k", type=int, nargs="*", help="k values (default 50 512)")
     p.add_argument("--repeats", type=int, default=20)
@@ -159,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     for op, n_rows, k, per_row in cells:
-        rows.append(run_cell(op, n_rows, base["vocab"], k, per_row, device, a.repeats))
+        names = ("old", "fused", "early") if a.early else ("old", "fused")
+        rows.append(run_cell(op, n_rows, base["vocab"], k, per_row, device, a.repeats, names))
         print_table(rows[-1:], out=sys.stderr, header=False)  # progress
     print_table(rows)
     return 0 if all(r["status"] == "ok" for r in rows) else 1
