@@ -102,8 +102,8 @@ def source(fn, sig: dict, consts: dict, attrs: dict) -> ASTSource:
         signature[p.name] = types
         for j, m in enumerate(members):
             paths[m] = (i, j)
-            if types[j] == "constexpr":
-                constexprs[(i, j)] = consts[m]
+            if types[j] == "constexpr":  # (an argument a launch leaves out: None)
+                constexprs[(i, j)] = consts.get(m)
     return ASTSource(
         fn, signature, constexprs=constexprs, attrs={paths[n]: a for n, a in attrs.items()}
     )
@@ -131,11 +131,15 @@ def compile_rows_kernel(
     programs=None,
     overrides=None,
     stream=None,
+    kept=None,
+    early=False,
 ):
     """The streaming kernel as a launch builds it: ``stream`` (rows, n), the launch
     run_triton takes for that shape on an H200 (132 SMs); else launch_config's, with
     ``programs`` per SM, a check every ``every`` blocks, the warp-private loop
-    (``w32``) and LaunchConfig fields (``overrides``) as asked."""
+    (``w32``) and LaunchConfig fields (``overrides``) as asked. ``kept``: the sampling
+    launch (triton_sampling.kept_rows) instead, "mask" or "renorm", "-k" appended for
+    a per-row k tensor; ``early``: its rows' fill before their selection."""
     cfg = launch_config(dtype, k)
     if stream is not None:
         cfg = stream_config(dtype, k, *stream, H200_SMS)
@@ -183,18 +187,27 @@ def compile_rows_kernel(
         cfg,
         largest=largest,
         order=order,
-        has_window=3,  # begin and end tensors
+        has_window=0 if kept else 3,  # begin and end tensors
         off_tensor=False,
-        write_values=True,
+        write_values=not kept,
         asm=asm,
         vec=not novec,
     )
+    if kept:  # its output, and a per-row k (else None, a constant)
+        renorm = kept.startswith("renorm")
+        k_tensor = kept.endswith("-k")
+        floats = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16"}
+        sig.update(dst_ptr=floats[dtype] if renorm else raw)
+        sig.update(dst_stride="i32", **({"kt_ptr": "*i64"} if k_tensor else {}))
+        consts.update(FUSED=True, RENORM=renorm, K_TENSOR=k_tensor, FP16=dtype == torch.float16)
+        consts.update(NINF=_fill_bits(float("-inf"), dtype), EARLY=early)
     consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
     consts.update(HAS_R2B=paged)
     # the integer arguments of a launch on [rows, n] (4096 x 1M unless ``stream``
     # says), its outputs contiguous, default options
     rows, n = stream if stream is not None else (4096, 1 << 20)
     values = dict(stride_x=n, rows=rows, N=n, stride_ov=k, stride_oi=k, k=k, B2=cfg.B2, seed=0)
+    values.update(dst_stride=n)
     values.update(call_defaults(dtype))
     attrs, ones = launch_specialization(deepselect_rows_kernel, sig, values)
     consts.update(ones)
@@ -341,6 +354,13 @@ def main() -> None:
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
+    p.add_argument("--early", action="store_true", help="with --kept: the fill before the select")
+    p.add_argument(
+        "--kept",
+        choices=["mask", "renorm", "mask-k", "renorm-k"],
+        help="the sampling launch (one read of the rows): masked or renormalised rows, "
+        "-k: a per-row k",
+    )
     p.add_argument("--every", type=int, default=1, help="blocks between compaction checks")
     p.add_argument("--novec", action="store_true", help="4-byte loads, three blocks rotated")
     p.add_argument("--w32", action="store_true", help="warps stream independently")
@@ -423,6 +443,8 @@ def main() -> None:
                     programs=a.programs,
                     overrides=overrides,
                     stream=stream,
+                    kept=a.kept,
+                    early=a.early,
                 )
                 ptx = c.asm["ptx"]
                 print(

@@ -91,3 +91,15 @@ def test_distributed_bench_one_rank_on_cpu(program, monkeypatch, capsys):
     )
     assert rc == 0  # every sharded result matched the gathered one
     assert "sharded top-k over 1 ranks" in capsys.readouterr().out
+
+
+def test_sampling_fused_variants_on_cpu(program, capsys):
+    """Both paths in the interpreter on rows the streaming kernel takes there, checked
+    against each other before they are timed."""
+    rc = program("sampling_fused_variants").main(
+        ["--cpu", "--repeats", "1", "--per-row", "--early"]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0, out
+    assert out[0].startswith("op | rows") and len(out) == 5
+    assert all(line.split(" | ")[4] == "True" and line.endswith("ok") for line in out[1:])

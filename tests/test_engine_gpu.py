@@ -408,3 +408,38 @@ def test_fused_ops_with_an_int_k_graph_replays():
         assert torch.equal(int_bits(mask), int_bits(top_k_mask_logits(logits, 512)))
         assert torch.equal(tok, top_k_sampling_from_logits(logits, 512, seeds=seeds))
         assert bool(torch.isfinite(mask.gather(1, tok[:, None])).all())
+
+
+@gpu
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("rows", [300, 600])
+def test_one_launch_and_two_launch_paths_match_the_cpu(rows, dtype, monkeypatch):
+    """The mask and renorm written by the streaming kernel from its selection (the
+    one launch, its fill before or after the selection) and by the select and a pass,
+    at launches of two and of three programs per SM, against the CPU definitions."""
+    from deepselect import triton_sampling
+
+    logits = scores_like(rows, V, dtype, seed=21)
+    probs = torch.softmax(finite_logits(rows, torch.float32, seed=22), dim=1).to(dtype)
+    probs[0] = 0.0  # kept sum 0: NaN
+    k_rows = per_row_k(rows, seed=23)
+    want = {}
+    for k, k_max in ((50, None), (512, None), (k_rows, K_MAX)):
+        kc = k.cpu() if isinstance(k, torch.Tensor) else k
+        want[k_max, kc if k_max is None else 0] = (
+            int_bits(top_k_mask_logits(logits.cpu(), kc, k_max=k_max)),
+            top_k_renorm_probs(probs.cpu(), kc, k_max=k_max),
+        )
+    if DEV != "cpu":
+        assert triton_sampling.fuses(logits, 512) and triton_sampling.fuses(logits, K_MAX)
+    rtol = 1e-5 if dtype == torch.float32 else 8e-3
+    for fused, early in ((True, False), (True, True), (False, False)):
+        monkeypatch.setattr(triton_sampling, "FUSED", fused)
+        monkeypatch.setattr(triton_sampling, "FILL_EARLY", early)
+        for k, k_max in ((50, None), (512, None), (k_rows.to(DEV), K_MAX)):
+            mask, renorm = want[k_max, k if k_max is None else 0]
+            got = top_k_mask_logits(logits, k, k_max=k_max).cpu()
+            assert torch.equal(int_bits(got), mask), (fused, early, k_max)
+            got = top_k_renorm_probs(probs, k, k_max=k_max).cpu()
+            assert torch.equal(got.isnan(), renorm.isnan()), (fused, early, k_max)
+            torch.testing.assert_close(got, renorm, rtol=rtol, atol=0, equal_nan=True)

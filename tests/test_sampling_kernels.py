@@ -1,5 +1,7 @@
 """The fused sampling kernels (:mod:`deepselect.ops.triton.sampling`) against the
-engine's torch definitions, in Triton's interpreter on CPU tensors.
+engine's torch definitions, in Triton's interpreter on CPU tensors: the two-launch path
+(the select, then a pass) and the one launch of the streaming kernel that writes the
+rows itself (:func:`deepselect.triton_sampling.kept_rows`).
 
 Each test runs an engine operation twice on the same input: once as the CPU path
 defines it (torch ops around the exact select) and once routed through the GPU path
@@ -13,10 +15,10 @@ import pytest
 import torch
 from helpers import bits
 
-from deepselect import engine, topk_rows
+from deepselect import engine, topk_rows, triton_sampling
 from deepselect.distributions import make
 from deepselect.keys import SUPPORTED_DTYPES
-from deepselect.triton_sampling import mask_rows, stream_tile
+from deepselect.triton_sampling import fuses, kept_rows, mask_rows, stream_tile
 
 # 0 / 0 and log(0) in the kernels, which numpy (the interpreter) warns about
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -212,3 +214,114 @@ def test_generator_draws_keep_the_torch_path(kernels):
     a = f(x, 5, generator=torch.Generator().manual_seed(1))
     b = kernels(f, x, 5, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a, b)
+
+
+# ------------------------------------------------ the one launch (kept_rows)
+
+
+def small_stream(k: int):
+    """A streaming launch of blocks of 128 and a buffer of 512+ slots (as
+    test_triton.small_config): rows of 1,500 take a dozen blocks and several
+    compactions."""
+    from test_triton import small_config
+
+    return small_config(k)
+
+
+FUSED_KINDS = ["distinct2", "nan_hotspots", "bits_negative"]
+
+
+@pytest.mark.parametrize("kind", FUSED_KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kept_rows_mask_bitwise(kind, dtype):
+    """Ties at the k-th value (two distinct values), NaN of both signs, +-inf and
+    subnormals, rows of one value and of NaN and -inf only; per-row k through <= 0,
+    1, k_max and >= V; a grid of fewer programs than rows."""
+    v = 1500
+    x = rows_with_edges(kind, 6, v, dtype, seed=17)
+    got = kept_rows(x, 37, 37, renorm=False, config=small_stream(37), grid=4)
+    check_same_mask(got, engine.top_k_mask_logits(x, 37))
+    kt = per_row_k(8, v, 40)[[0, 1, 2, 4, 3, 7]]  # <= 0, 1, >= V and k_max, k_max - 1
+    got = kept_rows(x, kt, 40, renorm=False, config=small_stream(40), grid=4)
+    check_same_mask(got, engine.top_k_mask_logits(x, kt, k_max=40))
+
+
+@pytest.mark.parametrize("early", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kept_rows_renorm(dtype, early):
+    """Kept sums of 0 (NaN everywhere), of negative values (unchecked on a device:
+    -0.0 where not kept), ties everywhere; the rest written before the selection
+    (``early``) or after it."""
+    v = 1500
+    probs = make("distinct32", 6, v, dtype, seed=19).abs()
+    probs[-1] = 0.0  # kept sum 0: NaN everywhere, as 0 / 0
+    probs[-2] = 0.25  # ties everywhere
+    probs[2] = -probs[2]
+    probs[1, 100:400] = 0.0
+    rtol = 1e-6 if dtype == torch.float32 else 8e-3
+    kt = torch.tensor([5, 0, 40, v, 1, 40], dtype=torch.int32)
+    for k, m in ((9, 9), (kt, 40)):
+        want = engine.top_k_renorm_probs(probs, k, k_max=m if k is kt else None)
+        got = kept_rows(probs, k, m, renorm=True, config=small_stream(m), grid=4, early=early)
+        assert got.dtype == dtype
+        assert torch.equal(got == 0, want == 0) and torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.signbit() & ~got.isnan(), want.signbit() & ~want.isnan())
+        torch.testing.assert_close(got, want, rtol=rtol, atol=0, equal_nan=True)
+    assert bool(got[-1].isnan().all()) and bool(got[2][got[2] == 0].signbit().all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kept_rows_mask_early(dtype):
+    """The -inf written before each row's selection, its kept entries after; rows kept
+    whole (per-row k <= 0 or >= V) written over it."""
+    x = rows_with_edges("nan_hotspots", 6, 1500, dtype, seed=23)
+    kt = torch.tensor([0, 1, 40, 1500, 39, 7])
+    for k, m in ((37, 37), (kt, 40)):
+        got = kept_rows(x, k, m, renorm=False, config=small_stream(m), grid=4, early=True)
+        check_same_mask(got, engine.top_k_mask_logits(x, k, k_max=m if k is kt else None))
+
+
+def test_kept_rows_k_max_below_k_keeps_k_max():
+    """As the two-launch path: on a device rows with k_max < k < V keep only k_max."""
+    x = make("normal", 3, 500, torch.float32, seed=6)
+    got = kept_rows(x, torch.tensor([10, 4, 499]), 4, renorm=False, config=small_stream(4))
+    assert torch.isfinite(got).sum(dim=1).tolist() == [4, 4, 4]
+    check_same_mask(got, engine.top_k_mask_logits(x, 4))
+
+
+def test_engine_takes_the_one_launch_where_it_fuses(kernels, monkeypatch):
+    """The engine's mask and renorm through :func:`kept_rows` (here at the launch the
+    shapes give) wherever :func:`fuses` says so, and the torch definitions' results."""
+    taken = []
+
+    def spy(*args, **kw):
+        taken.append(kw["renorm"])
+        return kept_rows(*args, **kw)
+
+    monkeypatch.setattr(triton_sampling, "fuses", lambda x, m: m > 0)
+    monkeypatch.setattr(triton_sampling, "kept_rows", spy)
+    x = rows_with_edges("normal", 5, 700, torch.float32, seed=29)
+    kt = torch.tensor([3, 0, 700, 1, 64])
+    check_same_mask(
+        kernels(engine.top_k_mask_logits, x, kt, k_max=64),
+        engine.top_k_mask_logits(x, kt, k_max=64),
+    )
+    p = x.abs().nan_to_num(0.0, 0.0, 0.0)
+    got = kernels(engine.top_k_renorm_probs, p, 12)
+    want = engine.top_k_renorm_probs(p, 12)  # (row 2 sums to 0: NaN)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)
+    check_same_mask(kernels(engine.top_k_mask_logits, x, 0), x)  # nothing selected
+    assert taken == [False, True]
+
+
+def test_fuses_where_the_select_streams(monkeypatch):
+    """From shapes only: the rows the streaming kernel selects (long rows, enough of
+    them), never without a selection (m = 0), past the streaming kernel's k, on rows the
+    short path holds, or with FUSED off."""
+    wide = torch.empty(64, 129280, device="meta")
+    assert fuses(wide, 512) and fuses(wide, 4096)
+    assert not fuses(wide, 0) and not fuses(wide, 4097)
+    assert not fuses(torch.empty(64, 4000, device="meta"), 50)
+    assert not fuses(torch.empty(0, 129280, device="meta"), 50)
+    monkeypatch.setattr(triton_sampling, "FUSED", False)
+    assert not fuses(wide, 512)

@@ -402,6 +402,19 @@ def _selection(x: torch.Tensor, k, m: int, order: Order):
     return topk_rows(x, m, order=order)
 
 
+def _kept_rows(x: torch.Tensor, k, k_max, *, renorm: bool) -> torch.Tensor:
+    """:func:`top_k_mask_logits` (or, ``renorm``, :func:`top_k_renorm_probs`) on the
+    kernels: one launch where the select streams (its programs write the rows), else
+    the select best first (a row's rank decides what a per-row k keeps), then a pass
+    (the kept sums before it for renorm)."""
+    k, m = _check_k(x, k, k_max)
+    kernels = sampling_kernels()
+    if kernels.fuses(x, m):
+        return kernels.kept_rows(x, k, m, renorm=renorm)
+    sel = _selection(x, k, m, Order.VALUE)
+    return (kernels.renorm_rows if renorm else kernels.mask_rows)(x, k, *sel)
+
+
 def _int_view(x: torch.Tensor) -> torch.Tensor:
     return x.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
 
@@ -427,10 +440,8 @@ def top_k_mask_logits(logits: torch.Tensor, k: int | torch.Tensor, *, k_max: int
     """
     _check_2d_float("logits", logits)
     grad = logits.requires_grad and torch.is_grad_enabled()
-    if not grad and _uses_kernels(logits):  # the select, then one pass
-        k, m = _check_k(logits, k, k_max)
-        sel = _selection(logits, k, m, Order.VALUE)
-        return sampling_kernels().mask_rows(logits, k, *sel)
+    if not grad and _uses_kernels(logits):
+        return _kept_rows(logits, k, k_max, renorm=False)
     keep = _keep_mask(logits, k, k_max)
     if grad:
         return _MaskLogits.apply(logits, keep)
@@ -474,10 +485,8 @@ def top_k_renorm_probs(probs: torch.Tensor, k: int | torch.Tensor, *, k_max: int
     [[0.0, 0.75, 0.25, 0.0]]
     """
     _check_2d_float("probs", probs)
-    if _uses_kernels(probs):  # the select, the kept sums, then one pass
-        k, m = _check_k(probs, k, k_max)
-        sel = _selection(probs, k, m, Order.VALUE)
-        return sampling_kernels().renorm_rows(probs, k, *sel)
+    if _uses_kernels(probs):
+        return _kept_rows(probs, k, k_max, renorm=True)
     keep = _keep_mask(probs, k, k_max)
     acc = torch.promote_types(probs.dtype, torch.float32)
     kept = torch.where(keep, probs.to(acc), torch.zeros((), dtype=acc, device=probs.device))

@@ -22,11 +22,13 @@ from .ops.triton.launch import (
     _ORDER_CODE,
     _RAW,
     CROWDED_PER_SM,
+    KeptRows,
     PageMap,
     _fill_bits,
     _interpreting,
     _next_pow2,
     bundle,
+    kept_arguments,
     occupancy_cap,
     page_arguments,
     row_arguments,
@@ -334,8 +336,8 @@ def stream_shape(dtype: torch.dtype, k: int, rows: int, n: int, sm_count: int) -
 @cache  # one dict per call shape: no per-call rebuild
 def _constants(dtype: torch.dtype, cfg: LaunchConfig, diag: tuple, page_flags: tuple, **kw) -> dict:
     """:func:`kernel_constants` with the diagnostics' flags ``(PROFILE, PRESET)`` and the
-    page map's (``(name, value)`` pairs), bundled as the kernel's tuple parameters
-    take them (``ROWS_GROUPS``)."""
+    page map's and the sampling output's (``(name, value)`` pairs), bundled as the
+    kernel's tuple parameters take them (``ROWS_GROUPS``)."""
     flat = dict(kernel_constants(dtype, cfg, **kw), PROFILE=diag[0], PRESET=diag[1])
     return bundle(ROWS_GROUPS, dict(flat, **dict(page_flags)), ROWS_DEFAULTS)
 
@@ -373,6 +375,18 @@ def use_asm(x: torch.Tensor) -> bool:
     return x.device.type == "cuda" and not _interpreting() and _words_aligned(x) and not _portable()
 
 
+def streams(x: torch.Tensor, k: int, opt: TopkOptions) -> bool:
+    """Whether :func:`run_triton` selects the top-k of ``x``'s rows with the streaming
+    kernel (not the short or split path, nor the sort-based one): from shapes only."""
+    from .triton_short import short_path
+
+    rows, n = x.shape
+    if rows == 0 or k > MAX_FAST_K or n >= 2**31 - 2**16:
+        return False
+    sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
+    return short_path(x, k, opt, sm) is None
+
+
 def run_triton(
     x: torch.Tensor,
     k: int,
@@ -386,6 +400,7 @@ def run_triton(
     profile: torch.Tensor | None = None,
     preset: torch.Tensor | None = None,
     page: PageMap | None = None,
+    kept: KeptRows | None = None,
 ) -> None:
     """Write the exact top-k of every row of ``x`` into the given buffers.
 
@@ -395,14 +410,19 @@ def run_triton(
     benchmarks/profile_kernel.py: ``profile`` (int64 ``[grid, PROF_SLOTS]``) receives cycles
     per phase; ``preset`` (one selection key per row, at most the row's k-th key)
     starts the threshold there. ``page`` maps the written indices through a page
-    table (:class:`PageMap`; contiguous ``[rows, k]`` index buffers, k <= MAX_FAST_K)."""
+    table (:class:`PageMap`; contiguous ``[rows, k]`` index buffers, k <= MAX_FAST_K).
+    ``kept``: the streaming kernel writes each row's sampling output instead
+    (:class:`KeptRows`; whole rows, k <= MAX_FAST_K, no values, ``out_indices`` only
+    stands in for absent tensors); the caller checks that it streams (:func:`streams`)."""
     rows, n = x.shape
     if rows == 0:
         return
+    if kept is not None and (k > MAX_FAST_K or opt.begin is not None or opt.end is not None):
+        raise ValueError("a sampling output needs whole rows and k <= MAX_FAST_K")
     if page is not None and (k > MAX_FAST_K or out_indices.stride(1) != 1):
         raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
     sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
-    if config is None and grid is None:  # short rows, or too few rows to fill the GPU
+    if config is None and grid is None and kept is None:  # short rows, or few of them
         from .triton_short import run_short, short_path
 
         plan = short_path(x, k, opt, sm)
@@ -435,6 +455,7 @@ def run_triton(
             profile=profile,
             preset=preset,
             page=page,
+            kept=kept,
         )
         for buf, tmp in staged:
             buf.copy_(tmp)
@@ -454,6 +475,7 @@ def run_triton(
     write_values = out_values is not None
     ov = out_values.view(_RAW[x.dtype]) if write_values else raw
     page_args, page_flags = page_arguments(page, out_indices)
+    kept_args, kept_flags = kept_arguments(kept, x.dtype)
     log_launch("triton-stream", x.dtype, x.shape, k, opt.order, grid=grid, asm=asm, config=cfg)
     _rows_kernel[(grid,)](
         (raw, x.stride(0), rows, n),
@@ -469,11 +491,12 @@ def run_triton(
             preset if preset is not None else out_indices,
         ),
         page_args,
+        kept_args,
         **_constants(
             x.dtype,
             cfg,
             (profile is not None, preset is not None),
-            tuple(page_flags.items()),
+            tuple(page_flags.items()) + tuple(kept_flags.items()),
             largest=opt.largest,
             order=opt.order,
             has_window=has_window,

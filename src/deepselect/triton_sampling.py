@@ -1,7 +1,10 @@
 """Launches of the sampling kernels (:mod:`.ops.triton.sampling`): the engine's GPU
 path for ``top_k_mask_logits``, ``top_k_renorm_probs`` and the seeded top-k draws.
 
-The engine selects first (:func:`deepselect.topk_rows`) and hands the selection here:
+Where the select runs the streaming kernel (:func:`fuses`), the masked or
+renormalised rows come from one launch of it (:func:`kept_rows`): each program writes
+its row's output once the row's selection is final. Elsewhere, and for the draws, the
+engine selects first (:func:`deepselect.topk_rows`) and hands the selection here:
 ``vals`` / ``idx`` ``[rows, m]``, contiguous, best first when ``k`` is a per-row tensor
 (``m = k_max``), in any order for an int ``k`` (``m = k``), or None where an int ``k``
 keeps every row (``k <= 0`` or ``k >= V``). Each function writes into buffers it is
@@ -15,8 +18,10 @@ import triton
 
 from . import launch_cache
 from .ops.triton.common import _inf_bits
-from .ops.triton.launch import _RAW, _fill_bits, _interpreting, _next_pow2
+from .ops.triton.launch import _RAW, KeptRows, _fill_bits, _interpreting, _next_pow2
 from .ops.triton.sampling import gumbel_draw_kernel, keep_rows_kernel, kept_sums_kernel
+from .options import Order, TopkOptions
+from .triton_backend import LaunchConfig, run_triton, streams
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
 _sums = launch_cache.cached(kept_sums_kernel)
@@ -39,6 +44,26 @@ DRAW_BLOCK = 1024
 """Entries per step of the draw's loop (one step for k <= 1024)."""
 
 NUM_WARPS = 4
+
+FUSED = True
+"""Whether the shapes :func:`fuses` names take the one launch of :func:`kept_rows`
+(False: the select, then the pass; benchmarks/sampling_fused_variants.py times both)."""
+
+FILL_EARLY = False
+"""Whether :func:`kept_rows` writes the columns a row does not keep before its
+selection (the writes overlap the row's read) rather than after it (timed against
+each other by benchmarks/sampling_fused_variants.py)."""
+
+_BY_VALUE = TopkOptions(order=Order.VALUE)  # the two-launch path's select
+
+
+def fuses(x: torch.Tensor, m: int) -> bool:
+    """Whether ``top_k_mask_logits`` / ``top_k_renorm_probs`` of ``x`` with a selection
+    of ``m`` per row (0: none needed) take :func:`kept_rows`: where the select of the
+    two-launch path runs the streaming kernel, whose programs then write the rows
+    instead (the short and split paths' programs hold slices of rows, not rows). From
+    shapes only."""
+    return FUSED and m > 0 and streams(x, m, _BY_VALUE)
 
 
 def stream_tile(rows: int, v: int, elem_size: int) -> int:
@@ -81,6 +106,36 @@ def renorm_rows(x: torch.Tensor, k, vals, idx, out: torch.Tensor | None = None) 
     elsewhere (fp32 sums and quotients; a zero sum gives NaN). Two launches: the kept
     sums from the selected values, then the pass."""
     return _keep_rows(x, k, vals, idx, out, renorm=True)
+
+
+def kept_rows(
+    x: torch.Tensor,
+    k,
+    m: int,
+    *,
+    renorm: bool,
+    config: LaunchConfig | None = None,
+    grid: int | None = None,
+    early: bool | None = None,
+) -> torch.Tensor:
+    """``[rows, V]`` of ``x``'s dtype: :func:`mask_rows` (or, ``renorm``,
+    :func:`renorm_rows`, the kept sums in fp32 from the selected values) in one launch
+    of the streaming kernel, which selects ``1 <= m <= 4096`` entries of each row and
+    writes its output from them: a row keeps them all (an int ``k``), its best
+    ``min(k[row], m)`` (a per-row ``k`` tensor) or itself whole (``k[row] <= 0`` or
+    ``>= V``). ``config``, ``grid``: as :func:`.triton_backend.run_triton` takes them
+    (tests drive many blocks and compactions with small ones); ``early``: the rest of
+    each row written before its selection (default :data:`FILL_EARLY`)."""
+    rows, v = x.shape
+    out = torch.empty((rows, v), dtype=x.dtype, device=x.device)
+    if rows == 0 or v == 0:
+        return out
+    dst = out if renorm else out.view(_RAW[x.dtype])
+    early = FILL_EARLY if early is None else early
+    kept = KeptRows(dst, k if isinstance(k, torch.Tensor) else None, renorm, early)
+    # no top-k output: the index buffer only stands in for absent tensors
+    run_triton(x, m, TopkOptions(), None, dst, config=config, grid=grid, kept=kept)
+    return out
 
 
 def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:

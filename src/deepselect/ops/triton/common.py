@@ -189,6 +189,20 @@ def _dealt(count, region):
 
 
 @triton.jit
+def _survivors(count, cur, scr_k, scr_i, CAP: tl.constexpr, KP: tl.constexpr):
+    """A row's ``count`` survivors, as its last compaction dealt them over the scratch
+    half from ``CAP - cur`` (``scr_k``, ``scr_i``: the program's keys and indices): the
+    lanes ``o < KP``, whether each holds one (``real``), its key and its index."""
+    S: tl.constexpr = CAP // NREG
+    o = tl.arange(0, KP)
+    real = o < count
+    slot = (CAP - cur) + (o % NREG) * S + o // NREG
+    ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
+    ci = tl.load(scr_i + slot, mask=real, other=0)
+    return o, real, ck, ci
+
+
+@triton.jit
 def _first_kk(seen, k, sample_n, ti, SAMPLE_Z: tl.constexpr):
     """How many candidates a compaction keeps: k, or, when ``sample_n > 0`` (the row's
     length) and the threshold is not yet set (index ``ti`` still the initial one), the

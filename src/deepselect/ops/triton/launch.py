@@ -66,6 +66,41 @@ def page_arguments(page: PageMap | None, placeholder: torch.Tensor) -> tuple[tup
     )
 
 
+@dataclass(frozen=True)
+class KeptRows:
+    """A streaming launch that writes each row's sampling output in place of its top-k
+    (``top_k_mask_logits`` and ``top_k_renorm_probs`` of :mod:`deepselect.engine`,
+    launched by :mod:`deepselect.triton_sampling`; see ``ops.triton.sampling.kept_row``):
+    the row's kept entries bitwise the input and -inf elsewhere, or, ``renorm``,
+    ``p / sum`` of the kept ``p`` and ``0 / sum`` elsewhere.
+
+    out: ``[rows, V]`` with unit column stride, the input's raw integer view (mask) or
+    its dtype (renorm); k_rows: an int32/int64 ``[rows]`` per-row k (a row keeps its
+    best ``min(k_rows[row], k)`` selected entries, or all of itself where ``k_rows[row]
+    <= 0`` or ``>= V``), or None: every row keeps its k selected; early: the columns
+    a row does not keep are written before its selection rather than after."""
+
+    out: torch.Tensor
+    k_rows: torch.Tensor | None
+    renorm: bool
+    early: bool = False
+
+
+def kept_arguments(kept: KeptRows | None, dtype: torch.dtype) -> tuple[tuple, dict]:
+    """The streaming kernel's ``fuse`` arguments and compile-time flags for ``kept``:
+    Nones where there is none, which Triton compiles as constants (no parameters)."""
+    if kept is None:
+        return (None, None, None), {}
+    return (kept.out, kept.out.stride(0), kept.k_rows), dict(
+        FUSED=True,
+        RENORM=kept.renorm,
+        K_TENSOR=kept.k_rows is not None,
+        FP16=dtype == torch.float16,
+        NINF=_fill_bits(float("-inf"), dtype),
+        EARLY=kept.early,
+    )
+
+
 def bundle(groups: dict, flat: dict, defaults: dict | None = None) -> dict:
     """Keyword arguments by name (``flat``, where a member of a group left out takes
     its value from ``defaults``) as a kernel with tuple parameters takes them: each

@@ -17,6 +17,10 @@ order: NaN largest, ties to the lowest index, see :func:`.common._to_key`).
   (a whole-row read only for rows that keep the whole row).
 * :func:`gumbel_draw_kernel` — one program per row over its kept entries: the seeded
   Gumbel-max draw of ``engine._draw`` with ``engine._uniform_at``'s hash, bit for bit.
+* :func:`kept_row` — the same masked or renormalised row written by the streaming
+  kernel's own program once its selection is final (``deepselect_rows_kernel``'s FUSE
+  launch): every column outside the kept set holds one value, so the row is written
+  without being read again, and the input is read once in all.
 
 Inputs are read as their raw integer view (int16 / int32), so a kept value is written
 back with its bits as they were (NaN payloads, -0.0)."""
@@ -27,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .common import _to_key
+from .common import _best_first_keys, _survivors, _to_key, _values_of
 
 # engine._mix32 / _uniform_at's constants, as uint32 arithmetic (products wrap mod 2**32
 # exactly as the int64 products there are masked to 32 bits)
@@ -35,6 +39,9 @@ MIX_A = tl.constexpr(0x7FEB352D)
 MIX_B = tl.constexpr(0x5BD1E995)
 GOLDEN = tl.constexpr(0x9E3779B9)
 COL_NONE = tl.constexpr(2**62)  # a column past every real one (ties go to the lowest)
+# bytes of a row that :func:`kept_row` writes a step: 32 a thread of the streaming
+# kernel's 256, two 16-byte stores
+ROW_STEP_BYTES = tl.constexpr(8192)
 
 
 @triton.jit
@@ -218,3 +225,130 @@ def gumbel_draw_kernel(
     t_col = tl.min(tl.where(top_key == tk, top_col, COL_NONE), axis=0)
     fine = (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
     tl.store(out_ptr + row, tl.where(fine, b_col, t_col))
+
+
+@triton.jit
+def kept_row(
+    row64, count, cur, x_row, scr, k, N, fuse, KEYS: tl.constexpr, CAP: tl.constexpr,
+    KP: tl.constexpr, FUSE: tl.constexpr,
+):  # fmt: skip
+    """Row ``row64``'s output of ``top_k_mask_logits`` or ``top_k_renorm_probs`` from its
+    selection, the ``count`` survivors of the streaming kernel's last compaction of it
+    (``cur``, ``scr = (scr_k, scr_i)``: where they lie, see :func:`.common._survivors`;
+    ``k``: the selection's size, ``N``: the row's length, ``x_row``: its raw bits).
+
+    The row keeps its survivors, its best ``min(k[row], k)`` of them (K_TENSOR: a
+    per-row ``k`` at ``kt_ptr``), or itself whole (``k[row] <= 0`` or ``>= N``). Written
+    to ``dst_ptr + row64 * dst_stride`` (``fuse = (dst_ptr, dst_stride, kt_ptr)``): the
+    kept entries bitwise the input and ``NINF`` (-inf's bits) elsewhere, or, RENORM,
+    ``p / sum`` where kept and ``0 / sum`` elsewhere in the output's dtype, the kept sum
+    in fp32 from the selected values. Every column outside the kept set holds the same
+    value: it goes over the whole row, then the kept entries over it, so only a row
+    kept whole is read again. ``FUSE = (FUSED, RENORM, K_TENSOR, FP16, NINF)``. Returns
+    the survivors' indices."""
+    dst_ptr, dst_stride, kt_ptr = fuse
+    RENORM: tl.constexpr = FUSE[1]
+    K_TENSOR: tl.constexpr = FUSE[2]
+    FP16: tl.constexpr = FUSE[3]
+    KEY_BITS: tl.constexpr = KEYS[0]
+    KEY_MASK: tl.constexpr = KEYS[1]
+    SIGN: tl.constexpr = KEYS[2]
+    LARGEST: tl.constexpr = KEYS[4]
+    o, real, ck, ci = _survivors(count, cur, scr[0], scr[1], CAP, KP)
+    dst_row = dst_ptr + row64 * dst_stride
+    if K_TENSOR:  # the best n of the survivors: ranked
+        keep_all, n = _kept_count(kt_ptr, 0, row64, N, k, True)
+        ck, ci = _best_first_keys(ck, ci, real)
+        kept = real & (o < n)
+        if keep_all:
+            _whole_row(x_row, dst_row, N, KEY_BITS, FP16, RENORM)
+        else:
+            raw = _values_of(x_row, ck, ci, kept, KEY_BITS, KEY_MASK, SIGN, LARGEST, True)
+            _fill_and_keep(dst_row, N, raw, ci, kept, KEY_BITS, FUSE)
+    else:
+        raw = _values_of(x_row, ck, ci, real, KEY_BITS, KEY_MASK, SIGN, LARGEST, True)
+        _fill_and_keep(dst_row, N, raw, ci, real, KEY_BITS, FUSE)
+    return ci
+
+
+@triton.jit
+def _fill_and_keep(dst_row, N, raw, ci, kept, KEY_BITS: tl.constexpr, FUSE: tl.constexpr):
+    """:func:`kept_row` of a row that keeps the entries ``raw`` (raw bits) at columns
+    ``ci`` where ``kept``: the value of every other column over the whole row (EARLY:
+    already there, see :func:`kept_fill_early`, but where ``0 / sum`` is not +0.0),
+    then the kept entries over it."""
+    RENORM: tl.constexpr = FUSE[1]
+    FP16: tl.constexpr = FUSE[3]
+    NINF: tl.constexpr = FUSE[4]
+    EARLY: tl.constexpr = FUSE[5]
+    STEP: tl.constexpr = ROW_STEP_BYTES * 8 // KEY_BITS
+    if RENORM:
+        ty = dst_row.dtype.element_ty
+        p = tl.where(kept, _as_f32(raw, KEY_BITS, FP16), 0.0)
+        total = tl.sum(p, axis=0)
+        fill = tl.math.div_rn(tl.zeros([STEP], tl.float32), total).to(ty)  # 0 / sum
+        vals = tl.math.div_rn(p, total).to(ty)
+        if EARLY:
+            if (total > 0).to(tl.int32) == 0:  # NaN (0 / 0, 0 / NaN) or -0.0 (0 / -x)
+                _fill_row(dst_row, N, fill, STEP)
+        else:
+            _fill_row(dst_row, N, fill, STEP)
+    else:
+        vals = raw
+        if not EARLY:
+            _fill_row(dst_row, N, tl.full([STEP], NINF, raw.dtype), STEP)
+    # the kept entries after the fill: both are this program's stores, which the
+    # barrier orders
+    tl.debug_barrier()
+    tl.store(dst_row + ci, vals, mask=kept)
+
+
+@triton.jit
+def _fill_row(dst_row, N, fill, STEP: tl.constexpr):
+    """``fill`` (``[STEP]``) over the row's ``N`` columns."""
+    cols = tl.arange(0, STEP)
+    for s in range(0, N, STEP):
+        tl.store(dst_row + s + cols, fill, mask=s + cols < N)
+
+
+@triton.jit
+def kept_fill_early(row64, N, fuse, KEY_BITS: tl.constexpr, FUSE: tl.constexpr):
+    """EARLY (``FUSE[5]``; else nothing): before a row's selection, the value of the
+    columns it will not keep where that is known from the start, -inf (mask) or +0.0
+    (renorm, ``0 / sum`` for a positive sum): the row's writes then go out while it is
+    read rather than after (:func:`kept_row` writes the kept entries over them)."""
+    RENORM: tl.constexpr = FUSE[1]
+    NINF: tl.constexpr = FUSE[4]
+    EARLY: tl.constexpr = FUSE[5]
+    STEP: tl.constexpr = ROW_STEP_BYTES * 8 // KEY_BITS
+    if EARLY:
+        dst_row = fuse[0] + row64 * fuse[1]
+        ty = dst_row.dtype.element_ty
+        if RENORM:
+            _fill_row(dst_row, N, tl.zeros([STEP], ty), STEP)
+        else:
+            _fill_row(dst_row, N, tl.full([STEP], NINF, ty), STEP)
+
+
+@triton.jit
+def _whole_row(x_row, dst_row, N, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
+               RENORM: tl.constexpr):  # fmt: skip
+    """:func:`kept_row` of a row kept whole: the input's bits, or (RENORM) ``p / sum``
+    with the sum of the whole row (read twice)."""
+    STEP: tl.constexpr = ROW_STEP_BYTES * 8 // KEY_BITS
+    cols = tl.arange(0, STEP)
+    total = 0.0
+    if RENORM:
+        acc = tl.zeros([STEP], tl.float32)
+        for s in range(0, N, STEP):
+            part = tl.load(x_row + s + cols, mask=s + cols < N, other=0)
+            acc += _as_f32(part, KEY_BITS, FP16)
+        total = tl.sum(acc, axis=0)
+    for t in range(0, N, STEP):  # (not s: its type would differ between branches)
+        inside = t + cols < N
+        raw = tl.load(x_row + t + cols, mask=inside, other=0)
+        if RENORM:
+            q = tl.math.div_rn(_as_f32(raw, KEY_BITS, FP16), total)
+            tl.store(dst_row + t + cols, q.to(dst_row.dtype.element_ty), mask=inside)
+        else:
+            tl.store(dst_row + t + cols, raw, mask=inside)

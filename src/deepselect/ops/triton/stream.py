@@ -79,6 +79,7 @@ from .common import (
     _next_mid,
     _out_index,
     _store_index,
+    _survivors,
     _values_of,
     _window,
 )
@@ -95,6 +96,7 @@ from .filter import (
     _load_words_vec,
     _tid32,
 )
+from .sampling import kept_fill_early, kept_row
 from .sync import (
     RAISE_CLEAR_ASM,
     RING_STAGE_BYTES,
@@ -412,6 +414,8 @@ ROWS_GROUPS = dict(
             "SAMPLE_BLOCKS", "SAMPLE_RADIX", "SAMPLE_BITS"),
     DIAG=("PROFILE", "PRESET"),
     PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
+    fuse=("dst_ptr", "dst_stride", "kt_ptr"),
+    FUSE=("FUSED", "RENORM", "K_TENSOR", "FP16", "NINF", "EARLY"),
 )  # fmt: skip
 """How :func:`deepselect_rows_kernel` bundles its arguments: each tuple parameter and
 the arguments it holds, in order (see ``launch.bundle``)."""
@@ -420,7 +424,8 @@ ROWS_DEFAULTS = dict(
     CHECK_EVERY=1, VEC=False, W32=False, RING=0, RING_BASE="", RING_READ="", RAISE=0,
     SAMPLE_Z=5.0, SAMPLE_PRE=False, SAMPLE_TOL=0, SAMPLE_KEYS=0, SAMPLE_CHUNK=0,
     SAMPLE_BLOCKS=2, SAMPLE_RADIX=False, SAMPLE_BITS=0, PROFILE=False, PRESET=False,
-    PAGED=False, PAGE_SHIFT=0, HAS_R2B=False,
+    PAGED=False, PAGE_SHIFT=0, HAS_R2B=False, FUSED=False, RENORM=False, K_TENSOR=False,
+    FP16=False, NINF=0, EARLY=False,
 )  # fmt: skip
 """The bundled compile-time arguments a launch may leave out."""
 
@@ -805,12 +810,7 @@ def _write_row(
     PAGE_SHIFT: tl.constexpr = PAGE[1]
     HAS_R2B: tl.constexpr = PAGE[2]
     WRITE_VALUES: tl.constexpr = FORM[3]
-    S: tl.constexpr = CAP // NREG
-    o = tl.arange(0, KP)
-    real = o < count
-    slot = (CAP - cur) + (o % NREG) * S + o // NREG
-    ck = tl.load(scr_k + slot, mask=real, other=0).to(tl.uint32, bitcast=True)
-    ci = tl.load(scr_i + slot, mask=real, other=0)
+    o, real, ck, ci = _survivors(count, cur, scr_k, scr_i, CAP, KP)
     if ORDER == 1:  # best first, ties by lower index
         ck, ci = _best_first_keys(ck, ci, real)
     if ORDER == 2:  # ascending index (the keys no longer match: values read back)
@@ -838,9 +838,10 @@ def _write_row(
 
 @triton.jit
 def deepselect_rows_kernel(
-    xin, win, out, scratch, k, B2, fills, seed, diag, page, KEYS: tl.constexpr,
+    xin, win, out, scratch, k, B2, fills, seed, diag, page, fuse, KEYS: tl.constexpr,
     FORM: tl.constexpr, USE_ASM: tl.constexpr, FILTER: tl.constexpr, SHAPE: tl.constexpr,
     WARPS: tl.constexpr, SAMPLE: tl.constexpr, DIAG: tl.constexpr, PAGE: tl.constexpr,
+    FUSE: tl.constexpr,
 ):  # fmt: skip
     """Exact top-k of rows ``pid, pid + G, ...`` (a persistent grid of G programs).
 
@@ -853,12 +854,15 @@ def deepselect_rows_kernel(
     * CAP]`` (two halves, compactions copy from one to the other) and ``[G, NREG]``
     region counts; ``fills = (fill_index, fill_bits)``; ``page``: the page table's
     arguments (PAGED: indices go out mapped through it, see :func:`_out_index`; the
-    engine's paged indexer top-k). Compile-time: ``KEYS = (KEY_BITS, KEY_MASK, SIGN,
+    engine's paged indexer top-k); ``fuse = (dst_ptr, dst_stride, kt_ptr)``: FUSED, each
+    row's sampling output instead of its top-k (:func:`.sampling.kept_row`; Nones
+    otherwise, compiled out). Compile-time: ``KEYS = (KEY_BITS, KEY_MASK, SIGN,
     INF_BITS, LARGEST)``, ``FORM = (ORDER, HAS_WINDOW, OFF_TENSOR, WRITE_VALUES)``,
     ``SHAPE = (B, CAP, KP, CHECK_EVERY, VEC)``, ``WARPS = (W32, RING, RING_BASE,
     RING_READ, RAISE)``, ``SAMPLE = (SAMPLE_Z, SAMPLE_PRE, SAMPLE_TOL, SAMPLE_KEYS,
     SAMPLE_CHUNK, SAMPLE_BLOCKS, SAMPLE_RADIX, SAMPLE_BITS)``, ``DIAG = (PROFILE,
-    PRESET)``, ``PAGE = (PAGED, PAGE_SHIFT, HAS_R2B)``. See the module docstring.
+    PRESET)``, ``PAGE = (PAGED, PAGE_SHIFT, HAS_R2B)``, ``FUSE = (FUSED, RENORM,
+    K_TENSOR, FP16, NINF, EARLY)``. See the module docstring.
 
     Diagnostics (off in production builds): ``diag = (prof_ptr, preset_ptr)``; PROFILE
     accumulates SM cycles per phase into ``prof_ptr[pid, 0:PROF_SLOTS]`` (see
@@ -879,6 +883,7 @@ def deepselect_rows_kernel(
     SAMPLE_BLOCKS: tl.constexpr = SAMPLE[5]
     PROFILE: tl.constexpr = DIAG[0]
     PRESET: tl.constexpr = DIAG[1]
+    FUSED: tl.constexpr = FUSE[0]
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     scr_k = cand_key_ptr + pid.to(tl.int64) * (2 * CAP)
@@ -924,6 +929,8 @@ def deepselect_rows_kernel(
         )
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
+        if FUSED:
+            kept_fill_early(row64, N, fuse, KEYS[0], FUSE)
         (count, cur, t2, p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits,
          n_hitblk) = _select_row(
             row, (x_row, xw_row), (lo, hi, first, nblk, m, mm, a, p, c), sample_n,
@@ -933,10 +940,14 @@ def deepselect_rows_kernel(
         )  # fmt: skip
         tl.debug_barrier()
         # ---- output: the survivors, count <= k of them, dealt over the other half
-        out_idx = _write_row(
-            row, row64, count, cur, x_row, (scr_k, scr_i), k, fills, win, out, page, KEYS,
-            FORM, CAP, KP, PAGE,
-        )  # fmt: skip
+        if FUSED:  # the sampling operation's row from them instead
+            out_idx = kept_row(row64, count, cur, x_row, (scr_k, scr_i), k, N, fuse, KEYS,
+                               CAP, KP, FUSE)  # fmt: skip
+        else:
+            out_idx = _write_row(
+                row, row64, count, cur, x_row, (scr_k, scr_i), k, fills, win, out, page,
+                KEYS, FORM, CAP, KP, PAGE,
+            )  # fmt: skip
         # the next row's appends overwrite slots this row's output just read
         tl.debug_barrier()
         if PROFILE:
