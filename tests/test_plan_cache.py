@@ -364,7 +364,7 @@ def test_cpu_backend_holds_its_short_calls():
         if held:
             seen = []
             inner = plan.held
-            plan.held = lambda *t: seen.append(inner(*t)) or seen[-1]
+            plan.held = lambda *t, seen=seen, inner=inner: seen.append(inner(*t)) or seen[-1]
             _check(_x(n=n, seed=3), K, order="value")
             _check(_x(n=n, seed=4), K, return_values=False)  # another signature: no plan yet
             assert seen == [True, True]
