@@ -1,12 +1,10 @@
 """The engine's ``top_k_mask_logits`` and ``top_k_renorm_probs`` two ways, in one process:
 the select, then a pass over the logits (``old``: the input read twice), and the one
 launch whose streaming programs write each row from its selection (``fused``: read once,
-see ``triton_sampling.kept_rows``; ``early``: the same with the columns a row does not
-keep written before its selection), beside one read + one write of the logits
-(``x * 1.0``). Decides ``triton_sampling.FUSED`` and ``FILL_EARLY``.
+see ``triton_sampling.kept_rows``), beside one read + one write of the logits
+(``x * 1.0``). Decides ``triton_sampling.FUSED``.
 
     python benchmarks/sampling_fused_variants.py             # GPU: the table, < 90 s
-    python benchmarks/sampling_fused_variants.py --early     # + the early fill
     python benchmarks/sampling_fused_variants.py --per-row   # + per-row k tensors
     TRITON_INTERPRET=1 python benchmarks/sampling_fused_variants.py --cpu  # tiny, no GPU
 
@@ -15,9 +13,8 @@ k (``--per-row``: also a per-row k in ``[k/2, k]``, ``k_max = k``). Each cell fi
 the fused results against the old one (mask: bit for bit; renorm: the same zeros and
 NaNs, values within fp32 rounding of a differently ordered kept sum), then times the
 calls interleaved as CUDA-graph replays, input copies rotated for a cold L2
-(``deepselect.bench``'s timer). Ratios: each path over ``x * 1.0``, and old over the
-best fused one. ``--early`` (the early fill's kernels: eight more compilations) may
-take past 90 s.
+(``deepselect.bench``'s timer). Ratios: each path over ``x * 1.0``, and old over
+fused.
 """
 
 from __future__ import annotations
@@ -40,19 +37,19 @@ GPU = dict(rows=(256, 4096), vocab=129280, k=(50, 512))
 CPU = dict(rows=(2,), vocab=40000, k=(50,))  # rows the streaming kernel takes there
 
 
-VARIANTS = {"old": (False, False), "fused": (True, False), "early": (True, True)}
-"""Each path's ``(triton_sampling.FUSED, triton_sampling.FILL_EARLY)``."""
+VARIANTS = {"old": False, "fused": True}
+"""Each path's ``triton_sampling.FUSED``."""
 
 
 @contextlib.contextmanager
 def variant(name: str):
     """The path ``name`` of VARIANTS for the calls (and graph captures) inside."""
-    was = triton_sampling.FUSED, triton_sampling.FILL_EARLY
-    triton_sampling.FUSED, triton_sampling.FILL_EARLY = VARIANTS[name]
+    was = triton_sampling.FUSED
+    triton_sampling.FUSED = VARIANTS[name]
     try:
         yield
     finally:
-        triton_sampling.FUSED, triton_sampling.FILL_EARLY = was
+        triton_sampling.FUSED = was
 
 
 def inputs(op: str, rows: int, vocab: int, k: int, per_row: bool, device: str):
@@ -95,30 +92,27 @@ def check(op: str, got: torch.Tensor, want: torch.Tensor) -> str:
     return ""
 
 
-def run_cell(op, rows, vocab, k, per_row, device, repeats, names) -> dict:
+def run_cell(op, rows, vocab, k, per_row, device, repeats) -> dict:
     xs, kw = inputs(op, rows, vocab, k, per_row, device)
     m = min(kw.get("k_max", k), vocab)
     row = dict(op=op, rows=rows, k=k, k_kind="per-row" if per_row else "int")
     row["fuses"] = triton_sampling.fuses(xs[0], m)
-    fns = {name: call(op, kw, name) for name in names}
-    want = fns["old"](xs[0])
-    for name in names[1:]:
-        problem = check(op, fns[name](xs[0]), want)
-        if problem:
-            return dict(row, status=f"{name}: {problem}")
+    fns = {name: call(op, kw, name) for name in VARIANTS}
+    problem = check(op, fns["fused"](xs[0]), fns["old"](xs[0]))
+    if problem:
+        return dict(row, status=f"fused: {problem}")
     fns["rw"] = lambda x: x * 1.0
     cuda = device == "cuda"
     t = time_fns(fns, xs, device, repeats=repeats, warmup=3 if cuda else 1, graph=cuda)
     us = {n: v.median_s * 1e6 for n, v in t.items()}
-    for name in names:
+    for name in VARIANTS:
         row[f"{name}_us"] = us[name]
         row[f"{name}_rw"] = us[name] / us["rw"]
-    best = min(us[name] for name in names[1:])
-    return dict(row, rw_us=us["rw"], old_best=us["old"] / best, status="ok")
+    return dict(row, rw_us=us["rw"], old_fused=us["old"] / us["fused"], status="ok")
 
 
-COLUMNS = ["op", "rows", "k", "k_kind", "fuses", "rw_us", "old_us", "fused_us", "early_us",
-           "old_rw", "fused_rw", "early_rw", "old_best", "status"]  # fmt: skip
+COLUMNS = ["op", "rows", "k", "k_kind", "fuses", "rw_us", "old_us", "fused_us", "old_rw",
+           "fused_rw", "old_fused", "status"]  # fmt: skip
 
 
 def _fmt(v) -> str:
@@ -139,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu", action="store_true", help="tiny shapes on the CPU (interpreter)")
     p.add_argument("--per-row", action="store_true", help="also per-row k tensors")
-    p.add_argument("--early", action="store_true", help="also the fill before the selection")
     p.add_argument("--rows", type=int, nargs="*", help="row counts (default 256 4096)")
     p.add_argument("--k", type=int, nargs="*", help="k values (default 50 512)")
     p.add_argument("--repeats", type=int, default=20)
@@ -161,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     for op, n_rows, k, per_row in cells:
-        names = ("old", "fused", "early") if a.early else ("old", "fused")
-        rows.append(run_cell(op, n_rows, base["vocab"], k, per_row, device, a.repeats, names))
+        rows.append(run_cell(op, n_rows, base["vocab"], k, per_row, device, a.repeats))
         print_table(rows[-1:], out=sys.stderr, header=False)  # progress
     print_table(rows)
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -132,14 +132,13 @@ def compile_rows_kernel(
     overrides=None,
     stream=None,
     kept=None,
-    early=False,
 ):
     """The streaming kernel as a launch builds it: ``stream`` (rows, n), the launch
     run_triton takes for that shape on an H200 (132 SMs); else launch_config's, with
     ``programs`` per SM, a check every ``every`` blocks, the warp-private loop
     (``w32``) and LaunchConfig fields (``overrides``) as asked. ``kept``: the sampling
     launch (triton_sampling.kept_rows) instead, "mask" or "renorm", "-k" appended for
-    a per-row k tensor; ``early``: its rows' fill before their selection."""
+    a per-row k tensor."""
     cfg = launch_config(dtype, k)
     if stream is not None:
         cfg = stream_config(dtype, k, *stream, H200_SMS)
@@ -200,7 +199,7 @@ def compile_rows_kernel(
         sig.update(dst_ptr=floats[dtype] if renorm else raw)
         sig.update(dst_stride="i32", **({"kt_ptr": "*i64"} if k_tensor else {}))
         consts.update(FUSED=True, RENORM=renorm, K_TENSOR=k_tensor, FP16=dtype == torch.float16)
-        consts.update(NINF=_fill_bits(float("-inf"), dtype), EARLY=early)
+        consts.update(NINF=_fill_bits(float("-inf"), dtype))
     consts.update(PROFILE=profile, PRESET=profile, PAGED=paged, PAGE_SHIFT=4 if paged else 0)
     consts.update(HAS_R2B=paged)
     # the integer arguments of a launch on [rows, n] (4096 x 1M unless ``stream``
@@ -354,7 +353,6 @@ def main() -> None:
     p.add_argument("--order", choices=[o.value for o in Order], nargs="*")
     p.add_argument("--profile", action="store_true", help="the profiling build")
     p.add_argument("--paged", action="store_true", help="indices mapped through a page table")
-    p.add_argument("--early", action="store_true", help="with --kept: the fill before the select")
     p.add_argument(
         "--kept",
         choices=["mask", "renorm", "mask-k", "renorm-k"],
@@ -444,7 +442,6 @@ def main() -> None:
                     overrides=overrides,
                     stream=stream,
                     kept=a.kept,
-                    early=a.early,
                 )
                 ptx = c.asm["ptx"]
                 print(

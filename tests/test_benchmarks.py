@@ -96,9 +96,7 @@ def test_distributed_bench_one_rank_on_cpu(program, monkeypatch, capsys):
 def test_sampling_fused_variants_on_cpu(program, capsys):
     """Both paths in the interpreter on rows the streaming kernel takes there, checked
     against each other before they are timed."""
-    rc = program("sampling_fused_variants").main(
-        ["--cpu", "--repeats", "1", "--per-row", "--early"]
-    )
+    rc = program("sampling_fused_variants").main(["--cpu", "--repeats", "1", "--per-row"])
     out = capsys.readouterr().out.splitlines()
     assert rc == 0, out
     assert out[0].startswith("op | rows") and len(out) == 5

@@ -246,12 +246,10 @@ def test_kept_rows_mask_bitwise(kind, dtype):
     check_same_mask(got, engine.top_k_mask_logits(x, kt, k_max=40))
 
 
-@pytest.mark.parametrize("early", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_kept_rows_renorm(dtype, early):
+def test_kept_rows_renorm(dtype):
     """Kept sums of 0 (NaN everywhere), of negative values (unchecked on a device:
-    -0.0 where not kept), ties everywhere; the rest written before the selection
-    (``early``) or after it."""
+    -0.0 where not kept), ties everywhere."""
     v = 1500
     probs = make("distinct32", 6, v, dtype, seed=19).abs()
     probs[-1] = 0.0  # kept sum 0: NaN everywhere, as 0 / 0
@@ -262,23 +260,12 @@ def test_kept_rows_renorm(dtype, early):
     kt = torch.tensor([5, 0, 40, v, 1, 40], dtype=torch.int32)
     for k, m in ((9, 9), (kt, 40)):
         want = engine.top_k_renorm_probs(probs, k, k_max=m if k is kt else None)
-        got = kept_rows(probs, k, m, renorm=True, config=small_stream(m), grid=4, early=early)
+        got = kept_rows(probs, k, m, renorm=True, config=small_stream(m), grid=4)
         assert got.dtype == dtype
         assert torch.equal(got == 0, want == 0) and torch.equal(got.isnan(), want.isnan())
         assert torch.equal(got.signbit() & ~got.isnan(), want.signbit() & ~want.isnan())
         torch.testing.assert_close(got, want, rtol=rtol, atol=0, equal_nan=True)
     assert bool(got[-1].isnan().all()) and bool(got[2][got[2] == 0].signbit().all())
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_kept_rows_mask_early(dtype):
-    """The -inf written before each row's selection, its kept entries after; rows kept
-    whole (per-row k <= 0 or >= V) written over it."""
-    x = rows_with_edges("nan_hotspots", 6, 1500, dtype, seed=23)
-    kt = torch.tensor([0, 1, 40, 1500, 39, 7])
-    for k, m in ((37, 37), (kt, 40)):
-        got = kept_rows(x, k, m, renorm=False, config=small_stream(m), grid=4, early=True)
-        check_same_mask(got, engine.top_k_mask_logits(x, k, k_max=m if k is kt else None))
 
 
 def test_kept_rows_k_max_below_k_keeps_k_max():

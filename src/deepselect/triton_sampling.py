@@ -49,11 +49,6 @@ FUSED = True
 """Whether the shapes :func:`fuses` names take the one launch of :func:`kept_rows`
 (False: the select, then the pass; benchmarks/sampling_fused_variants.py times both)."""
 
-FILL_EARLY = False
-"""Whether :func:`kept_rows` writes the columns a row does not keep before its
-selection (the writes overlap the row's read) rather than after it (timed against
-each other by benchmarks/sampling_fused_variants.py)."""
-
 _BY_VALUE = TopkOptions(order=Order.VALUE)  # the two-launch path's select
 
 
@@ -116,7 +111,6 @@ def kept_rows(
     renorm: bool,
     config: LaunchConfig | None = None,
     grid: int | None = None,
-    early: bool | None = None,
 ) -> torch.Tensor:
     """``[rows, V]`` of ``x``'s dtype: :func:`mask_rows` (or, ``renorm``,
     :func:`renorm_rows`, the kept sums in fp32 from the selected values) in one launch
@@ -124,15 +118,13 @@ def kept_rows(
     writes its output from them: a row keeps them all (an int ``k``), its best
     ``min(k[row], m)`` (a per-row ``k`` tensor) or itself whole (``k[row] <= 0`` or
     ``>= V``). ``config``, ``grid``: as :func:`.triton_backend.run_triton` takes them
-    (tests drive many blocks and compactions with small ones); ``early``: the rest of
-    each row written before its selection (default :data:`FILL_EARLY`)."""
+    (tests drive many blocks and compactions with small ones)."""
     rows, v = x.shape
     out = torch.empty((rows, v), dtype=x.dtype, device=x.device)
     if rows == 0 or v == 0:
         return out
     dst = out if renorm else out.view(_RAW[x.dtype])
-    early = FILL_EARLY if early is None else early
-    kept = KeptRows(dst, k if isinstance(k, torch.Tensor) else None, renorm, early)
+    kept = KeptRows(dst, k if isinstance(k, torch.Tensor) else None, renorm)
     # no top-k output: the index buffer only stands in for absent tensors
     run_triton(x, m, TopkOptions(), None, dst, config=config, grid=grid, kept=kept)
     return out

@@ -77,13 +77,11 @@ class KeptRows:
     out: ``[rows, V]`` with unit column stride, the input's raw integer view (mask) or
     its dtype (renorm); k_rows: an int32/int64 ``[rows]`` per-row k (a row keeps its
     best ``min(k_rows[row], k)`` selected entries, or all of itself where ``k_rows[row]
-    <= 0`` or ``>= V``), or None: every row keeps its k selected; early: the columns
-    a row does not keep are written before its selection rather than after."""
+    <= 0`` or ``>= V``), or None: every row keeps its k selected."""
 
     out: torch.Tensor
     k_rows: torch.Tensor | None
     renorm: bool
-    early: bool = False
 
 
 def kept_arguments(kept: KeptRows | None, dtype: torch.dtype) -> tuple[tuple, dict]:
@@ -97,7 +95,6 @@ def kept_arguments(kept: KeptRows | None, dtype: torch.dtype) -> tuple[tuple, di
         K_TENSOR=kept.k_rows is not None,
         FP16=dtype == torch.float16,
         NINF=_fill_bits(float("-inf"), dtype),
-        EARLY=kept.early,
     )
 
 

@@ -274,13 +274,11 @@ def kept_row(
 @triton.jit
 def _fill_and_keep(dst_row, N, raw, ci, kept, KEY_BITS: tl.constexpr, FUSE: tl.constexpr):
     """:func:`kept_row` of a row that keeps the entries ``raw`` (raw bits) at columns
-    ``ci`` where ``kept``: the value of every other column over the whole row (EARLY:
-    already there, see :func:`kept_fill_early`, but where ``0 / sum`` is not +0.0),
-    then the kept entries over it."""
+    ``ci`` where ``kept``: the value of every other column over the whole row, then
+    the kept entries over it."""
     RENORM: tl.constexpr = FUSE[1]
     FP16: tl.constexpr = FUSE[3]
     NINF: tl.constexpr = FUSE[4]
-    EARLY: tl.constexpr = FUSE[5]
     STEP: tl.constexpr = ROW_STEP_BYTES * 8 // KEY_BITS
     if RENORM:
         ty = dst_row.dtype.element_ty
@@ -288,15 +286,10 @@ def _fill_and_keep(dst_row, N, raw, ci, kept, KEY_BITS: tl.constexpr, FUSE: tl.c
         total = tl.sum(p, axis=0)
         fill = tl.math.div_rn(tl.zeros([STEP], tl.float32), total).to(ty)  # 0 / sum
         vals = tl.math.div_rn(p, total).to(ty)
-        if EARLY:
-            if (total > 0).to(tl.int32) == 0:  # NaN (0 / 0, 0 / NaN) or -0.0 (0 / -x)
-                _fill_row(dst_row, N, fill, STEP)
-        else:
-            _fill_row(dst_row, N, fill, STEP)
+        _fill_row(dst_row, N, fill, STEP)
     else:
         vals = raw
-        if not EARLY:
-            _fill_row(dst_row, N, tl.full([STEP], NINF, raw.dtype), STEP)
+        _fill_row(dst_row, N, tl.full([STEP], NINF, raw.dtype), STEP)
     # the kept entries after the fill: both are this program's stores, which the
     # barrier orders
     tl.debug_barrier()
@@ -309,25 +302,6 @@ def _fill_row(dst_row, N, fill, STEP: tl.constexpr):
     cols = tl.arange(0, STEP)
     for s in range(0, N, STEP):
         tl.store(dst_row + s + cols, fill, mask=s + cols < N)
-
-
-@triton.jit
-def kept_fill_early(row64, N, fuse, KEY_BITS: tl.constexpr, FUSE: tl.constexpr):
-    """EARLY (``FUSE[5]``; else nothing): before a row's selection, the value of the
-    columns it will not keep where that is known from the start, -inf (mask) or +0.0
-    (renorm, ``0 / sum`` for a positive sum): the row's writes then go out while it is
-    read rather than after (:func:`kept_row` writes the kept entries over them)."""
-    RENORM: tl.constexpr = FUSE[1]
-    NINF: tl.constexpr = FUSE[4]
-    EARLY: tl.constexpr = FUSE[5]
-    STEP: tl.constexpr = ROW_STEP_BYTES * 8 // KEY_BITS
-    if EARLY:
-        dst_row = fuse[0] + row64 * fuse[1]
-        ty = dst_row.dtype.element_ty
-        if RENORM:
-            _fill_row(dst_row, N, tl.zeros([STEP], ty), STEP)
-        else:
-            _fill_row(dst_row, N, tl.full([STEP], NINF, ty), STEP)
 
 
 @triton.jit

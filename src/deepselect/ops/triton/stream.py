@@ -96,7 +96,7 @@ from .filter import (
     _load_words_vec,
     _tid32,
 )
-from .sampling import kept_fill_early, kept_row
+from .sampling import kept_row
 from .sync import (
     RAISE_CLEAR_ASM,
     RING_STAGE_BYTES,
@@ -415,7 +415,7 @@ ROWS_GROUPS = dict(
     DIAG=("PROFILE", "PRESET"),
     PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
     fuse=("dst_ptr", "dst_stride", "kt_ptr"),
-    FUSE=("FUSED", "RENORM", "K_TENSOR", "FP16", "NINF", "EARLY"),
+    FUSE=("FUSED", "RENORM", "K_TENSOR", "FP16", "NINF"),
 )  # fmt: skip
 """How :func:`deepselect_rows_kernel` bundles its arguments: each tuple parameter and
 the arguments it holds, in order (see ``launch.bundle``)."""
@@ -425,7 +425,7 @@ ROWS_DEFAULTS = dict(
     SAMPLE_Z=5.0, SAMPLE_PRE=False, SAMPLE_TOL=0, SAMPLE_KEYS=0, SAMPLE_CHUNK=0,
     SAMPLE_BLOCKS=2, SAMPLE_RADIX=False, SAMPLE_BITS=0, PROFILE=False, PRESET=False,
     PAGED=False, PAGE_SHIFT=0, HAS_R2B=False, FUSED=False, RENORM=False, K_TENSOR=False,
-    FP16=False, NINF=0, EARLY=False,
+    FP16=False, NINF=0,
 )  # fmt: skip
 """The bundled compile-time arguments a launch may leave out."""
 
@@ -862,7 +862,7 @@ def deepselect_rows_kernel(
     RING_READ, RAISE)``, ``SAMPLE = (SAMPLE_Z, SAMPLE_PRE, SAMPLE_TOL, SAMPLE_KEYS,
     SAMPLE_CHUNK, SAMPLE_BLOCKS, SAMPLE_RADIX, SAMPLE_BITS)``, ``DIAG = (PROFILE,
     PRESET)``, ``PAGE = (PAGED, PAGE_SHIFT, HAS_R2B)``, ``FUSE = (FUSED, RENORM,
-    K_TENSOR, FP16, NINF, EARLY)``. See the module docstring.
+    K_TENSOR, FP16, NINF)``. See the module docstring.
 
     Diagnostics (off in production builds): ``diag = (prof_ptr, preset_ptr)``; PROFILE
     accumulates SM cycles per phase into ``prof_ptr[pid, 0:PROF_SLOTS]`` (see
@@ -929,8 +929,6 @@ def deepselect_rows_kernel(
         )
         x_row = x_ptr + row64 * stride_x
         xw_row = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        if FUSED:
-            kept_fill_early(row64, N, fuse, KEYS[0], FUSE)
         (count, cur, t2, p_filt, p_comp, p_pre, p_last, p_chk, n_comp, n_hits,
          n_hitblk) = _select_row(
             row, (x_row, xw_row), (lo, hi, first, nblk, m, mm, a, p, c), sample_n,
