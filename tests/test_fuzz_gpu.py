@@ -254,11 +254,34 @@ GPU_MAX_ELEMS = 1 << 22
 GPU_MAX_K = 5000
 
 
+FUZZ_PARTS = 6
+"""The cases run as this many tests of consecutive case numbers, so that the GPU
+suite's parallel workers share them (one test of 300 cases outlasted a suite's call)."""
+
+
+def part_numbers(start: int, cases: int, part: int, parts: int = FUZZ_PARTS) -> range:
+    """Case numbers of ``part``: consecutive, and together ``range(start, cases)``.
+
+    >>> [list(part_numbers(0, 7, p, 3)) for p in range(3)]
+    [[0, 1], [2, 3], [4, 5, 6]]
+    """
+    numbers = range(start, max(start, cases))
+    n = len(numbers)
+    return numbers[part * n // parts : (part + 1) * n // parts]
+
+
 @pytest.mark.gpu
-def test_fuzz_gpu():
+@pytest.mark.parametrize("part", range(FUZZ_PARTS))
+def test_fuzz_gpu(part):
     cases, seed, start = _settings(300)
-    for number in range(start, cases):
+    for number in part_numbers(start, cases, part):
         run_case(draw_case(seed, number, "cuda", GPU_MAX_ELEMS, GPU_MAX_K), "cuda")
+
+
+def test_fuzz_parts_cover_every_case_once():
+    for start, cases in ((0, 300), (5, 200), (0, 4), (10, 10), (7, 3)):
+        got = [n for p in range(FUZZ_PARTS) for n in part_numbers(start, cases, p)]
+        assert got == list(range(start, max(start, cases)))
 
 
 def test_fuzz_generator_on_cpu():
