@@ -323,23 +323,22 @@ def topk_rows(
             index_offset=opt.index_offset, fill_value=opt.fill_value,
             fill_index=opt.fill_index, index_dtype=opt.index_dtype,
         )  # fmt: skip
-    if fresh and key is not None:
-        # the first call of a signature: held, so that the next calls repeat it with
-        # their own tensors: by the backend itself where it says how (``run.hold``),
-        # else its launches are noted and repeated (launch_cache.held)
-        hold = getattr(plan.run, "hold", None)
-        if hold is not None:
-            plan.run(x, k, opt, out_values, out_indices)
-            plan.held = hold(x, k, opt, out_values, out_indices)
-        else:
-            with launch_cache.recording() as rec:
-                plan.run(x, k, opt, out_values, out_indices)
-            plan.held = launch_cache.held(rec, (x, out_values, out_indices, begin, end))
-        if len(_PLANS) >= _PLAN_LIMIT:  # many shapes: start again rather than grow
-            _PLANS.clear()
-        _PLANS[key] = plan
-    else:
+    if not (fresh and key is not None):
         plan.run(x, k, opt, out_values, out_indices)
+        return out_values, out_indices
+    # the first call of a signature: held, so that the next calls repeat it with their
+    # own tensors: by the backend itself where it says how (``run.hold``), else its
+    # launches are noted and repeated (launch_cache.held)
+    hold = getattr(plan.run, "hold", None)
+    with launch_cache.recording() as rec:
+        plan.run(x, k, opt, out_values, out_indices)
+    if hold is not None:
+        plan.held = hold(x, k, opt, out_values, out_indices)
+    else:
+        plan.held = launch_cache.held(rec, (x, out_values, out_indices, begin, end))
+    if len(_PLANS) >= _PLAN_LIMIT:  # many shapes: start again rather than grow
+        _PLANS.clear()
+    _PLANS[key] = plan
     return out_values, out_indices
 
 

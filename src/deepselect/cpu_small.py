@@ -210,7 +210,7 @@ def run_cpu_small(
     >>> i.tolist()
     [[1, 3]]
     """
-    key = (id(opt), x.dtype, x.shape, x.stride(), k, out_values is None, out_indices.dtype)
+    key = _call_key(x, k, opt, out_values, out_indices)
     call = _CALLS.get(key)
     if call is None or call[0] is not opt:  # (the entry holds opt: its id stays unique)
         call = _prepare(x, k, opt, out_values is not None, out_indices.dtype)
@@ -220,12 +220,7 @@ def run_cpu_small(
             _CALLS[key] = call
     fn = call[1]
     has_values = out_values is not None
-    if (
-        call[3]  # the lean path, no per-row tensors
-        and out_indices.is_contiguous()
-        and (not has_values or out_values.is_contiguous())
-        and x.dtype in _RAN
-    ):  # a signature seen before, the outputs written in place
+    if _direct(call, x, out_values, out_indices):  # seen before, outputs written in place
         log_launch("cpu-small", x.dtype, x.shape, k, opt.order)
         vp = out_values.data_ptr() if has_values else 0
         fn(call[4], x.data_ptr(), vp, out_indices.data_ptr(), 0, 0, 0)
@@ -259,6 +254,22 @@ def run_cpu_small(
         out_values.copy_(ov)
 
 
+def _call_key(x, k, opt, out_values, out_indices) -> tuple:
+    """A call's entry in :data:`_CALLS`."""
+    return (id(opt), x.dtype, x.shape, x.stride(), k, out_values is None, out_indices.dtype)
+
+
+def _direct(call: tuple, x, out_values, out_indices) -> bool:
+    """Whether a prepared call goes straight to the compiled kernel: the lean path with
+    no per-row tensors, outputs written in place, its kernel compiled here already."""
+    return (
+        call[3]
+        and out_indices.is_contiguous()
+        and (out_values is None or out_values.is_contiguous())
+        and x.dtype in _RAN
+    )
+
+
 def hold(
     x: torch.Tensor,
     k: int,
@@ -273,12 +284,8 @@ def hold(
     took another path (the streaming kernel, windows, offset tensors, outputs written
     through a copy). With DEBUG logging on it returns False (the caller's full path
     logs the call)."""
-    key = (id(opt), x.dtype, x.shape, x.stride(), k, out_values is None, out_indices.dtype)
-    call = _CALLS.get(key)
-    contiguous = out_indices.is_contiguous() and (
-        out_values is None or out_values.is_contiguous()
-    )
-    if call is None or call[0] is not opt or not call[3] or not contiguous or x.dtype not in _RAN:
+    call = _CALLS.get(_call_key(x, k, opt, out_values, out_indices))
+    if call is None or call[0] is not opt or not _direct(call, x, out_values, out_indices):
         return None
     fn, addr, has_values = call[1], call[4], out_values is not None
 

@@ -134,9 +134,7 @@ def launch(
         return
     get_device, get_stream, runtime = driver
     if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
-        fn[grid](*args, **kwargs)  # a profiler is watching: Triton's path, with metadata
-        if rec is not None:
-            rec.ok = False
+        _tritons_path(fn, grid, args, kwargs, rec)  # a profiler is watching: with metadata
         return
     device = get_device()
     try:
@@ -147,9 +145,7 @@ def launch(
         full = (key, fn, grid, device)
         bound = _CACHE.get(full, False)
     except TypeError:  # an unhashable argument: Triton's path
-        fn[grid](*args, **kwargs)
-        if rec is not None:
-            rec.ok = False
+        _tritons_path(fn, grid, args, kwargs, rec)
         return
     if bound is False:
         kernel = fn[grid](*args, **kwargs)
@@ -160,9 +156,7 @@ def launch(
             rec.note(fn, grid, args, kwargs, bound, ok=bound is not None, device=device)
         return
     if bound is None:
-        fn[grid](*args, **kwargs)
-        if rec is not None:
-            rec.ok = False
+        _tritons_path(fn, grid, args, kwargs, rec)
         return
     k = bound.kernel
     g0, g1, g2 = bound.grid
@@ -170,6 +164,14 @@ def launch(
           *args, *bound.tail)  # fmt: skip
     if rec is not None:
         rec.note(fn, grid, args, kwargs, bound, device=device)
+
+
+def _tritons_path(fn: Any, grid: tuple, args: Sequence[Any], kwargs: dict, rec) -> None:
+    """``fn[grid](*args, **kwargs)``: a launch a held call cannot repeat (``rec``, the
+    recording in progress, if any, is spoilt)."""
+    fn[grid](*args, **kwargs)
+    if rec is not None:
+        rec.ok = False
 
 
 class cached:  # noqa: N801 - used like the decorator-made kernels it wraps
