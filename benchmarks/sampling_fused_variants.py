@@ -2,7 +2,7 @@
 the select, then a pass over the logits (``old``: the input read twice), and the one
 launch whose streaming programs write each row from its selection (``fused``: read once,
 see ``triton_sampling.kept_rows``), beside one read + one write of the logits
-(``x * 1.0``). Decides ``triton_sampling.FUSED``.
+(``x * 1.0``). Decided ``triton_sampling.fuses``.
 
     python benchmarks/sampling_fused_variants.py             # GPU: the table, < 90 s
     python benchmarks/sampling_fused_variants.py --per-row   # + per-row k tensors
@@ -20,7 +20,6 @@ fused.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import math
 import sys
@@ -38,18 +37,7 @@ CPU = dict(rows=(2,), vocab=40000, k=(50,))  # rows the streaming kernel takes t
 
 
 VARIANTS = {"old": False, "fused": True}
-"""Each path's ``triton_sampling.FUSED``."""
-
-
-@contextlib.contextmanager
-def variant(name: str):
-    """The path ``name`` of VARIANTS for the calls (and graph captures) inside."""
-    was = triton_sampling.FUSED
-    triton_sampling.FUSED = VARIANTS[name]
-    try:
-        yield
-    finally:
-        triton_sampling.FUSED = was
+"""Each path's ``one_launch`` argument of ``engine._kept_rows``."""
 
 
 def inputs(op: str, rows: int, vocab: int, k: int, per_row: bool, device: str):
@@ -69,11 +57,10 @@ def inputs(op: str, rows: int, vocab: int, k: int, per_row: bool, device: str):
 
 
 def call(op: str, kw: dict, name: str):
-    fn = OPS[op]
-
     def run(x):
-        with variant(name):
-            return fn(x, kw["k"], k_max=kw.get("k_max"))
+        return engine._kept_rows(
+            x, kw["k"], kw.get("k_max"), renorm=op == "renorm", one_launch=VARIANTS[name]
+        )
 
     return run
 

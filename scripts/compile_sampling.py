@@ -37,7 +37,8 @@ def main() -> None:
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
                        k_ptr="*i64", k_scalar="i64", sums_ptr="*fp32",
                        out_ptr=flt if renorm else raw, so_row="i64", V="i32", m="i32")  # fmt: skip
-            consts = dict(K_TENSOR=k_tensor, RENORM=renorm, NINF=ninf, TILE=16384 // (bits // 8))
+            consts = dict(K_TENSOR=k_tensor, RENORM=renorm, NINF=ninf, TILE=16384 // (bits // 8),
+                          WORST_BLOCK=16 if k_tensor else 512)  # fmt: skip
             print(build(sampling.keep_rows_kernel, sig, {**consts, **keys}))
         for k_tensor in (False, True):
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, k_ptr="*i64",

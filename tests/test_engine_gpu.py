@@ -413,11 +413,11 @@ def test_fused_ops_with_an_int_k_graph_replays():
 @gpu
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("rows", [300, 600])
-def test_one_launch_and_two_launch_paths_match_the_cpu(rows, dtype, monkeypatch):
+def test_one_launch_and_two_launch_paths_match_the_cpu(rows, dtype):
     """The mask and renorm written by the streaming kernel from its selection (the
     one launch) and by the select and a pass, at launches of two and of three
     programs per SM, against the CPU definitions."""
-    from deepselect import triton_sampling
+    from deepselect import engine, triton_sampling
 
     logits = scores_like(rows, V, dtype, seed=21)
     probs = torch.softmax(finite_logits(rows, torch.float32, seed=22), dim=1).to(dtype)
@@ -434,11 +434,10 @@ def test_one_launch_and_two_launch_paths_match_the_cpu(rows, dtype, monkeypatch)
         assert triton_sampling.fuses(logits, 512) and triton_sampling.fuses(logits, K_MAX)
     rtol = 1e-5 if dtype == torch.float32 else 8e-3
     for fused in (True, False):
-        monkeypatch.setattr(triton_sampling, "FUSED", fused)
         for k, k_max in ((50, None), (512, None), (k_rows.to(DEV), K_MAX)):
             mask, renorm = want[k_max, k if k_max is None else 0]
-            got = top_k_mask_logits(logits, k, k_max=k_max).cpu()
+            got = engine._kept_rows(logits, k, k_max, renorm=False, one_launch=fused).cpu()
             assert torch.equal(int_bits(got), mask), (fused, k_max)
-            got = top_k_renorm_probs(probs, k, k_max=k_max).cpu()
+            got = engine._kept_rows(probs, k, k_max, renorm=True, one_launch=fused).cpu()
             assert torch.equal(got.isnan(), renorm.isnan()), (fused, k_max)
             torch.testing.assert_close(got, renorm, rtol=rtol, atol=0, equal_nan=True)

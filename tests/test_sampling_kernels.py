@@ -109,6 +109,19 @@ def test_mask_k_max_below_k_keeps_k_max():
     check_same_mask(got, engine.top_k_mask_logits(x, 4))
 
 
+@pytest.mark.parametrize("kind", ["distinct2", "nan_hotspots", "signed_zeros"])
+def test_mask_takes_an_int_k_selection_in_any_order(kind):
+    """With an int k the pass's threshold is the worst of the selection wherever it
+    lies: the selection reversed and shuffled gives the same mask (ties at the k-th
+    value taken from the lowest index, NaN and signed zeros among the kept)."""
+    x = rows_with_edges(kind, 6, 1300, torch.float32, seed=31)
+    want = engine.top_k_mask_logits(x, 50)
+    vals, idx = topk_rows(x, 50, order="value")
+    perm = torch.randperm(50, generator=torch.Generator().manual_seed(1))
+    for cols in (torch.arange(49, -1, -1), perm):
+        check_same_mask(mask_rows(x, 50, vals[:, cols], idx[:, cols]), want)
+
+
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "all_equal", "signed_zeros", "huge"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_renorm_probs(kernels, kind, dtype):
@@ -301,14 +314,12 @@ def test_engine_takes_the_one_launch_where_it_fuses(kernels, monkeypatch):
     assert taken == [False, True]
 
 
-def test_fuses_where_the_select_streams(monkeypatch):
+def test_fuses_where_the_select_streams():
     """From shapes only: the rows the streaming kernel selects (long rows, enough of
     them), never without a selection (m = 0), past the streaming kernel's k, on rows the
-    short path holds, or with FUSED off."""
+    short path holds."""
     wide = torch.empty(64, 129280, device="meta")
     assert fuses(wide, 512) and fuses(wide, 4096)
     assert not fuses(wide, 0) and not fuses(wide, 4097)
     assert not fuses(torch.empty(64, 4000, device="meta"), 50)
     assert not fuses(torch.empty(0, 129280, device="meta"), 50)
-    monkeypatch.setattr(triton_sampling, "FUSED", False)
-    assert not fuses(wide, 512)

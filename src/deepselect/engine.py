@@ -394,24 +394,33 @@ def _uses_kernels(x: torch.Tensor) -> bool:
     return x.device.type == "cuda" and x.dtype in SUPPORTED_DTYPES
 
 
-def _selection(x: torch.Tensor, k, m: int, order: Order):
+def _selection(x: torch.Tensor, k, m: int):
     """``(values, int32 indices)`` ``[rows, m]`` of each row's selection, or
-    ``(None, None)`` where no row needs one (``m == 0``)."""
+    ``(None, None)`` where no row needs one (``m == 0``): best first for a per-row
+    ``k`` (a row keeps its best ``k[row]``), in any order for an int ``k`` (the
+    cheaper select; the kernels need only the set)."""
     if m == 0:
         return None, None
-    return topk_rows(x, m, order=order)
+    by_value = isinstance(k, torch.Tensor)
+    return topk_rows(x, m, order=Order.VALUE if by_value else Order.NONE)
 
 
-def _kept_rows(x: torch.Tensor, k, k_max, *, renorm: bool) -> torch.Tensor:
+def _kept_rows(
+    x: torch.Tensor, k, k_max, *, renorm: bool, one_launch: bool | None = None
+) -> torch.Tensor:
     """:func:`top_k_mask_logits` (or, ``renorm``, :func:`top_k_renorm_probs`) on the
     kernels: one launch where the select streams (its programs write the rows), else
-    the select best first (a row's rank decides what a per-row k keeps), then a pass
-    (the kept sums before it for renorm)."""
+    the select, then a pass (the kept sums before it for renorm). The select is best
+    first for a per-row k (a row's rank decides what it keeps), in any order for an
+    int k (the pass takes the worst selected entry as the threshold: an unsorted
+    select of one row is the radix passes, ~10 us less than a sorted one at k = 512).
+    ``one_launch``: None decides by shape (:func:`.triton_sampling.fuses`); the tests
+    and ``benchmarks/sampling_fused_variants.py`` force either path."""
     k, m = _check_k(x, k, k_max)
     kernels = sampling_kernels()
-    if kernels.fuses(x, m):
+    if kernels.fuses(x, m) if one_launch is None else one_launch and m > 0:
         return kernels.kept_rows(x, k, m, renorm=renorm)
-    sel = _selection(x, k, m, Order.VALUE)
+    sel = _selection(x, k, m)
     return (kernels.renorm_rows if renorm else kernels.mask_rows)(x, k, *sel)
 
 
@@ -594,7 +603,7 @@ def _fused_draw(x, k, k_max, seeds, temp) -> torch.Tensor:
     ranks decide what is kept), then one program per row over its kept entries.
     ``temp`` is :func:`_check_temperature`'s, or None for probabilities."""
     k, m = _check_k(x, k, k_max)
-    sel = _selection(x, k, m, Order.VALUE if isinstance(k, torch.Tensor) else Order.NONE)
+    sel = _selection(x, k, m)
     kernels = sampling_kernels()
     if temp is None:
         return kernels.gumbel_draw(x, k, *sel, seeds, from_probs=True)

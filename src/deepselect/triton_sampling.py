@@ -45,10 +45,6 @@ DRAW_BLOCK = 1024
 
 NUM_WARPS = 4
 
-FUSED = True
-"""Whether the shapes :func:`fuses` names take the one launch of :func:`kept_rows`
-(False: the select, then the pass; benchmarks/sampling_fused_variants.py times both)."""
-
 _BY_VALUE = TopkOptions(order=Order.VALUE)  # the two-launch path's select
 
 
@@ -58,7 +54,7 @@ def fuses(x: torch.Tensor, m: int) -> bool:
     two-launch path runs the streaming kernel, whose programs then write the rows
     instead (the short and split paths' programs hold slices of rows, not rows). From
     shapes only."""
-    return FUSED and m > 0 and streams(x, m, _BY_VALUE)
+    return m > 0 and streams(x, m, _BY_VALUE)
 
 
 def stream_tile(rows: int, v: int, elem_size: int) -> int:
@@ -150,11 +146,12 @@ def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
         )  # fmt: skip
     dst = out if renorm else out.view(_RAW[x.dtype])
     tile = stream_tile(rows, v, x.element_size())
+    worst = 16 if k_tensor else min(DRAW_BLOCK, max(16, _next_pow2(m)))
     _keep[(rows, triton.cdiv(v, tile))](
         raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums,
         dst, dst.stride(0), v, m,
         K_TENSOR=k_tensor, RENORM=renorm, NINF=_fill_bits(float("-inf"), x.dtype),
-        TILE=tile, num_warps=NUM_WARPS, **keys,
+        TILE=tile, WORST_BLOCK=worst, num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out
 

@@ -88,16 +88,25 @@ def keep_rows_kernel(
     V, m,
     K_TENSOR: tl.constexpr, RENORM: tl.constexpr, KEY_BITS: tl.constexpr,
     INF_BITS: tl.constexpr, FP16: tl.constexpr, NINF: tl.constexpr, TILE: tl.constexpr,
+    WORST_BLOCK: tl.constexpr,
 ):  # fmt: skip
     """One column tile of one row: kept entries bitwise the input and the rest ``-inf``
     (``RENORM``: ``where(kept, p, 0) / sums[row]`` in fp32, stored in the output's
-    dtype). The threshold is the row's n-th selected entry: one load per program."""
+    dtype). The threshold: with a per-row k (best first), the row's n-th selected
+    entry, one load per program; with a scalar k (any order, n = m), the worst of the
+    m, :func:`_worst` (a read of the selection per program, from L2)."""
     row = tl.program_id(0).to(tl.int64)
     keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
-    at = row * m + n - 1
-    t_raw = tl.load(val_ptr + at, mask=keep_all == 0, other=0)
-    t_key = _keys(t_raw, KEY_BITS, INF_BITS)
-    t_idx = tl.load(idx_ptr + at, mask=keep_all == 0, other=0).to(tl.int64)
+    if K_TENSOR:
+        at = row * m + n - 1
+        t_raw = tl.load(val_ptr + at, mask=keep_all == 0, other=0)
+        t_key = _keys(t_raw, KEY_BITS, INF_BITS)
+        t_idx = tl.load(idx_ptr + at, mask=keep_all == 0, other=0).to(tl.int64)
+    else:
+        t_key, t_idx = _worst(
+            val_ptr + row * m, idx_ptr + row * m, tl.where(keep_all, 0, m), KEY_BITS,
+            INF_BITS, WORST_BLOCK,
+        )  # fmt: skip
     # (key 0, index V) lies below every element: the whole row stays
     t_key = tl.where(keep_all, t_key * 0, t_key)
     t_idx = tl.where(keep_all, V, t_idx)
@@ -113,6 +122,27 @@ def keep_rows_kernel(
         tl.store(dst, tl.math.div_rn(p, total).to(out_ptr.dtype.element_ty), mask=inside)
     else:
         tl.store(dst, tl.where(keep, raw, NINF).to(raw.dtype), mask=inside)
+
+
+@triton.jit
+def _worst(val_ptr, idx_ptr, m, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
+           BLOCK: tl.constexpr):  # fmt: skip
+    """The (key, int64 index) of the worst of ``m`` selected entries in any order: the
+    least key, and of the entries that hold it the highest index (ties were taken from
+    the lowest). ``(2**32 - 1, -1)`` for ``m = 0``."""
+    t_key = tl.full([], 0xFFFFFFFF, tl.uint32)
+    for s in range(0, m, BLOCK):
+        c = s + tl.arange(0, BLOCK)
+        key = _keys(tl.load(val_ptr + c, mask=c < m, other=0), KEY_BITS, INF_BITS)
+        t_key = tl.minimum(t_key, tl.min(tl.where(c < m, key, 0xFFFFFFFF), axis=0))
+    t_idx = tl.full([], -1, tl.int64)
+    for t in range(0, m, BLOCK):  # (not s: its type would differ between loops)
+        c = t + tl.arange(0, BLOCK)
+        key = _keys(tl.load(val_ptr + c, mask=c < m, other=0), KEY_BITS, INF_BITS)
+        idx = tl.load(idx_ptr + c, mask=c < m, other=0).to(tl.int64)
+        tie = (c < m) & (key == t_key)
+        t_idx = tl.maximum(t_idx, tl.max(tl.where(tie, idx, -1), axis=0))
+    return t_key, t_idx
 
 
 @triton.jit
