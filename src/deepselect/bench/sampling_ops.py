@@ -2,7 +2,8 @@
 against FlashInfer's and against one read + one write of the logits (``x * 1.0``).
 
 Grid (GPU): op {top_k_mask_logits, top_k_renorm_probs, top_k_sampling_from_logits,
-top_k_sampling_from_probs} x batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
+top_k_sampling_from_probs, top_k_top_p_sampling_from_logits / _from_probs (top_p =
+0.9)} x batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
 k {50, 512, 1024} x k {an int, a per-row tensor}; ``--quick`` a subset that runs in
 about a minute. Each case: deepselect eager and CUDA-graph replay, FlashInfer's same
 op (eager and replay; empty columns where ``flashinfer`` does not import or has no
@@ -34,7 +35,10 @@ OPS = (
     "top_k_renorm_probs",
     "top_k_sampling_from_logits",
     "top_k_sampling_from_probs",
+    "top_k_top_p_sampling_from_logits",
+    "top_k_top_p_sampling_from_probs",
 )
+TOP_P = 0.9  # the top-p operations' threshold (a float: FlashInfer's scalar form)
 GRID = dict(batch=(1, 64, 256, 1024, 4096), vocab=(129280, 152064), k=(50, 512, 1024))
 QUICK = dict(batch=(1, 256, 4096), vocab=(129280,), k=(50, 512))
 CPU_GRID = dict(batch=(1, 4), vocab=(1000,), k=(50,))
@@ -77,6 +81,9 @@ def _inputs(op: str, batch: int, vocab: int, k: int, per_row: bool, device: str,
 
 def _ours(op: str, kw: dict, batch: int, device: str) -> Callable:
     fn = getattr(engine, op)
+    if "top_p" in op:
+        seeds = torch.arange(batch, dtype=torch.int64, device=device)
+        return lambda x: fn(x, kw["k"], TOP_P, seeds=seeds, k_max=kw.get("k_max"))
     if "sampling" in op:
         seeds = torch.arange(batch, dtype=torch.int64, device=device)
         return lambda x: fn(x, kw["k"], seeds=seeds, k_max=kw.get("k_max"))
@@ -84,6 +91,8 @@ def _ours(op: str, kw: dict, batch: int, device: str) -> Callable:
 
 
 def _theirs(op: str, fn: Callable, top_k) -> Callable:
+    if "top_p" in op:
+        return lambda x: fn(x, top_k, TOP_P, deterministic=True)
     if "sampling" in op:
         return lambda x: fn(x, top_k, deterministic=True)
     return lambda x: fn(x, top_k)
