@@ -18,7 +18,7 @@ from helpers import bits
 from deepselect import engine, topk_rows, triton_sampling
 from deepselect.distributions import make
 from deepselect.keys import SUPPORTED_DTYPES
-from deepselect.triton_sampling import fuses, kept_rows, mask_rows, stream_tile
+from deepselect.triton_sampling import fuses, kept_rows, mask_rows, renorm_rows, stream_tile
 
 # 0 / 0 and log(0) in the kernels, which numpy (the interpreter) warns about
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -109,17 +109,28 @@ def test_mask_k_max_below_k_keeps_k_max():
     check_same_mask(got, engine.top_k_mask_logits(x, 4))
 
 
-@pytest.mark.parametrize("kind", ["distinct2", "nan_hotspots", "signed_zeros"])
-def test_mask_takes_an_int_k_selection_in_any_order(kind):
-    """With an int k the pass's threshold is the worst of the selection wherever it
-    lies: the selection reversed and shuffled gives the same mask (ties at the k-th
-    value taken from the lowest index, NaN and signed zeros among the kept)."""
+@pytest.mark.parametrize("kind", ["distinct2", "nan_hotspots"])
+def test_mask_and_renorm_take_a_selection_in_any_order(kind):
+    """Where :func:`best_first` says no, the passes rank the selection themselves:
+    the selection reversed and shuffled gives the same mask and renorm, for an int k
+    (the worst selected entry is the threshold) and a per-row k (the k[row]-th best),
+    with ties at the threshold taken from the lowest index and NaN and signed zeros
+    among the kept."""
     x = rows_with_edges(kind, 6, 1300, torch.float32, seed=31)
-    want = engine.top_k_mask_logits(x, 50)
+    p = x.abs().nan_to_num(0.0, 0.0, 0.0)
+    kt = per_row_k(6, 1300, 50)
+    assert not triton_sampling.best_first(50, 50) and not triton_sampling.best_first(kt, 50)
     vals, idx = topk_rows(x, 50, order="value")
+    pv, pi = topk_rows(p, 50, order="value")
     perm = torch.randperm(50, generator=torch.Generator().manual_seed(1))
-    for cols in (torch.arange(49, -1, -1), perm):
-        check_same_mask(mask_rows(x, 50, vals[:, cols], idx[:, cols]), want)
+    for k in (50, kt):
+        kw = dict(k_max=50) if k is kt else {}
+        want = engine.top_k_mask_logits(x, k, **kw)
+        want_p = engine.top_k_renorm_probs(p, k, **kw)
+        for cols in (torch.arange(49, -1, -1), perm):
+            check_same_mask(mask_rows(x, k, vals[:, cols], idx[:, cols]), want)
+            got = renorm_rows(p, k, pv[:, cols], pi[:, cols])
+            torch.testing.assert_close(got, want_p, rtol=1e-6, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "all_equal", "signed_zeros", "huge"])

@@ -394,15 +394,13 @@ def _uses_kernels(x: torch.Tensor) -> bool:
     return x.device.type == "cuda" and x.dtype in SUPPORTED_DTYPES
 
 
-def _selection(x: torch.Tensor, k, m: int):
-    """``(values, int32 indices)`` ``[rows, m]`` of each row's selection, or
-    ``(None, None)`` where no row needs one (``m == 0``): best first for a per-row
-    ``k`` (a row keeps its best ``k[row]``), in any order for an int ``k`` (the
-    cheaper select; the kernels need only the set)."""
+def _selection(x: torch.Tensor, m: int, best_first: bool):
+    """``(values, int32 indices)`` ``[rows, m]`` of each row's selection, best first
+    or in any order (the cheaper select), or ``(None, None)`` where no row needs one
+    (``m == 0``)."""
     if m == 0:
         return None, None
-    by_value = isinstance(k, torch.Tensor)
-    return topk_rows(x, m, order=Order.VALUE if by_value else Order.NONE)
+    return topk_rows(x, m, order=Order.VALUE if best_first else Order.NONE)
 
 
 def _kept_rows(
@@ -410,17 +408,17 @@ def _kept_rows(
 ) -> torch.Tensor:
     """:func:`top_k_mask_logits` (or, ``renorm``, :func:`top_k_renorm_probs`) on the
     kernels: one launch where the select streams (its programs write the rows), else
-    the select, then a pass (the kept sums before it for renorm). The select is best
-    first for a per-row k (a row's rank decides what it keeps), in any order for an
-    int k (the pass takes the worst selected entry as the threshold: an unsorted
-    select of one row is the radix passes, ~10 us less than a sorted one at k = 512).
+    the select, then a pass (the kept sums before it for renorm). The select is in
+    any order wherever the pass can rank it itself (:func:`.triton_sampling.best_first`):
+    an unsorted select of one row is the radix passes, ~10 us less than a sorted one
+    at k = 512.
     ``one_launch``: None decides by shape (:func:`.triton_sampling.fuses`); the tests
     and ``benchmarks/sampling_fused_variants.py`` force either path."""
     k, m = _check_k(x, k, k_max)
     kernels = sampling_kernels()
     if kernels.fuses(x, m) if one_launch is None else one_launch and m > 0:
         return kernels.kept_rows(x, k, m, renorm=renorm)
-    sel = _selection(x, k, m)
+    sel = _selection(x, m, kernels.best_first(k, m))
     return (kernels.renorm_rows if renorm else kernels.mask_rows)(x, k, *sel)
 
 
@@ -603,7 +601,7 @@ def _fused_draw(x, k, k_max, seeds, temp) -> torch.Tensor:
     ranks decide what is kept), then one program per row over its kept entries.
     ``temp`` is :func:`_check_temperature`'s, or None for probabilities."""
     k, m = _check_k(x, k, k_max)
-    sel = _selection(x, k, m)
+    sel = _selection(x, m, isinstance(k, torch.Tensor))  # a per-row k: its best by position
     kernels = sampling_kernels()
     if temp is None:
         return kernels.gumbel_draw(x, k, *sel, seeds, from_probs=True)

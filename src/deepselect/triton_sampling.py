@@ -5,9 +5,10 @@ Where the select runs the streaming kernel (:func:`fuses`), the masked or
 renormalised rows come from one launch of it (:func:`kept_rows`): each program writes
 its row's output once the row's selection is final. Elsewhere, and for the draws, the
 engine selects first (:func:`deepselect.topk_rows`) and hands the selection here:
-``vals`` / ``idx`` ``[rows, m]``, contiguous, best first when ``k`` is a per-row tensor
-(``m = k_max``), in any order for an int ``k`` (``m = k``), or None where an int ``k``
-keeps every row (``k <= 0`` or ``k >= V``). Each function writes into buffers it is
+``vals`` / ``idx`` ``[rows, m]``, contiguous, best first where :func:`best_first` says
+so (and for the draws with a per-row ``k``, ``m = k_max``), in any order elsewhere (an
+int ``k``: ``m = k``), or None where an int ``k`` keeps every row (``k <= 0`` or
+``k >= V``). Each function writes into buffers it is
 given or allocates them; every decision is from shapes, so a call can be captured in a
 CUDA graph (no host sync, no value read on the host)."""
 
@@ -42,6 +43,11 @@ about 8 per SM of an H100/H200, enough loads in flight at batch 1."""
 
 DRAW_BLOCK = 1024
 """Entries per step of the draw's loop (one step for k <= 1024)."""
+
+RANK_MAX = 1024
+"""The largest per-row selection (``k_max``) that the mask and renorm passes rank
+themselves (one sort of the row's selection in every program, from L2), so that the
+select may leave it in any order; a larger one is selected best first."""
 
 NUM_WARPS = 4
 
@@ -126,6 +132,17 @@ def kept_rows(
     return out
 
 
+def best_first(k, m: int) -> bool:
+    """Whether :func:`mask_rows` and :func:`renorm_rows` need a selection of ``m`` per
+    row best first: a per-row ``k`` with ``m > RANK_MAX``. Elsewhere any order does
+    (the cheaper select): the pass ranks it itself.
+
+    >>> best_first(50, 4096), best_first(torch.ones(2), 1024), best_first(torch.ones(2), 1025)
+    (False, False, True)
+    """
+    return isinstance(k, torch.Tensor) and m > RANK_MAX
+
+
 def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
     rows, v = x.shape
     if out is None:
@@ -136,22 +153,24 @@ def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
     k_ptr, k_scalar, k_tensor, vals, idx, m = _k_args(k, x, vals, idx)
     vals = vals.view(_RAW[x.dtype])
     keys = _key_args(x.dtype)
+    first = best_first(k, m)
+    # a per-row k's selection ranked in one block; a scalar k's worst in steps of one
+    rank = 16 if first else min(RANK_MAX, max(16, _next_pow2(m)))
     sums = out  # unused without renorm
     if renorm:
         sums = torch.empty(rows, dtype=torch.float32, device=x.device)
         _sums[(rows,)](
-            raw, raw.stride(0), raw.stride(1), vals, k_ptr, k_scalar, sums, v, m,
-            K_TENSOR=k_tensor, KEY_BITS=keys["KEY_BITS"], FP16=keys["FP16"],
-            BLOCK=DRAW_BLOCK, num_warps=NUM_WARPS,
+            raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums, v, m,
+            K_TENSOR=k_tensor, KEY_BITS=keys["KEY_BITS"], INF_BITS=keys["INF_BITS"],
+            FP16=keys["FP16"], BEST_FIRST=first, BLOCK=RANK_MAX, num_warps=NUM_WARPS,
         )  # fmt: skip
     dst = out if renorm else out.view(_RAW[x.dtype])
     tile = stream_tile(rows, v, x.element_size())
-    worst = 16 if k_tensor else min(DRAW_BLOCK, max(16, _next_pow2(m)))
     _keep[(rows, triton.cdiv(v, tile))](
         raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums,
         dst, dst.stride(0), v, m,
         K_TENSOR=k_tensor, RENORM=renorm, NINF=_fill_bits(float("-inf"), x.dtype),
-        TILE=tile, WORST_BLOCK=worst, num_warps=NUM_WARPS, **keys,
+        TILE=tile, BEST_FIRST=first, RANK_BLOCK=rank, num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out
 

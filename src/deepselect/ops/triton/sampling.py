@@ -1,10 +1,11 @@
 """Sampling kernels around an exact top-k selection (:mod:`deepselect.triton_sampling`
 launches them; :mod:`deepselect.engine` defines what they compute).
 
-Each row's selection is ``m`` (value, index) pairs from the exact select: unsorted
-(a scalar ``k``, ``m = k``) or best first (a per-row ``k``, ``m = k_max``). A row keeps
-its best ``n = min(k[row], m)`` entries, or the whole row where ``k[row] <= 0`` or
-``k[row] >= V``. The kept set is the elements at or above the row's threshold, the
+Each row's selection is ``m`` (value, index) pairs from the exact select: in any order
+(a scalar ``k``, ``m = k``; a per-row ``k`` with ``m = k_max <= RANK_MAX``, ranked
+in the kernels) or best first (a per-row ``k``, larger ``m``; the draws always). A row
+keeps its best ``n = min(k[row], m)`` entries, or the whole row where ``k[row] <= 0``
+or ``k[row] >= V``. The kept set is the elements at or above the row's threshold, the
 (key, index) pair of its n-th best entry: an element survives iff its key beats the
 threshold's, or equals it at an index no higher than the threshold's (the library's one
 order: NaN largest, ties to the lowest index, see :func:`.common._to_key`).
@@ -82,34 +83,26 @@ def _as_f32(raw, KEY_BITS: tl.constexpr, FP16: tl.constexpr):
 @triton.jit
 def keep_rows_kernel(
     x_ptr, sx_row, sx_col,  # [rows, V] raw view of the input
-    val_ptr, idx_ptr,  # [rows, m] contiguous: the selection, best first
+    val_ptr, idx_ptr,  # [rows, m] contiguous: the selection
     k_ptr, k_scalar, sums_ptr,
     out_ptr, so_row,  # [rows, V] unit column stride: raw view (mask) or floats (renorm)
     V, m,
     K_TENSOR: tl.constexpr, RENORM: tl.constexpr, KEY_BITS: tl.constexpr,
     INF_BITS: tl.constexpr, FP16: tl.constexpr, NINF: tl.constexpr, TILE: tl.constexpr,
-    WORST_BLOCK: tl.constexpr,
+    BEST_FIRST: tl.constexpr, RANK_BLOCK: tl.constexpr,
 ):  # fmt: skip
     """One column tile of one row: kept entries bitwise the input and the rest ``-inf``
     (``RENORM``: ``where(kept, p, 0) / sums[row]`` in fp32, stored in the output's
-    dtype). The threshold: with a per-row k (best first), the row's n-th selected
-    entry, one load per program; with a scalar k (any order, n = m), the worst of the
-    m, :func:`_worst` (a read of the selection per program, from L2)."""
+    dtype). Each program finds the row's threshold itself (:func:`_threshold`)."""
     row = tl.program_id(0).to(tl.int64)
     keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
-    if K_TENSOR:
-        at = row * m + n - 1
-        t_raw = tl.load(val_ptr + at, mask=keep_all == 0, other=0)
-        t_key = _keys(t_raw, KEY_BITS, INF_BITS)
-        t_idx = tl.load(idx_ptr + at, mask=keep_all == 0, other=0).to(tl.int64)
-    else:
-        t_key, t_idx = _worst(
-            val_ptr + row * m, idx_ptr + row * m, tl.where(keep_all, 0, m), KEY_BITS,
-            INF_BITS, WORST_BLOCK,
-        )  # fmt: skip
+    t = _threshold(
+        val_ptr + row * m, idx_ptr + row * m, tl.where(keep_all, 0, m), n, K_TENSOR,
+        BEST_FIRST, KEY_BITS, INF_BITS, RANK_BLOCK,
+    )  # fmt: skip
     # (key 0, index V) lies below every element: the whole row stays
-    t_key = tl.where(keep_all, t_key * 0, t_key)
-    t_idx = tl.where(keep_all, V, t_idx)
+    t_key = tl.where(keep_all, 0, (t >> 32).to(tl.uint32))
+    t_idx = tl.where(keep_all, V, ((t & 0xFFFFFFFF).to(tl.uint32) ^ 0xFFFFFFFF).to(tl.int64))
     cols = tl.program_id(1).to(tl.int64) * TILE + tl.arange(0, TILE)
     inside = cols < V
     raw = tl.load(x_ptr + row * sx_row + cols * sx_col, mask=inside, other=0)
@@ -125,33 +118,51 @@ def keep_rows_kernel(
 
 
 @triton.jit
-def _worst(val_ptr, idx_ptr, m, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
-           BLOCK: tl.constexpr):  # fmt: skip
-    """The (key, int64 index) of the worst of ``m`` selected entries in any order: the
-    least key, and of the entries that hold it the highest index (ties were taken from
-    the lowest). ``(2**32 - 1, -1)`` for ``m = 0``."""
-    t_key = tl.full([], 0xFFFFFFFF, tl.uint32)
-    for s in range(0, m, BLOCK):
-        c = s + tl.arange(0, BLOCK)
-        key = _keys(tl.load(val_ptr + c, mask=c < m, other=0), KEY_BITS, INF_BITS)
-        t_key = tl.minimum(t_key, tl.min(tl.where(c < m, key, 0xFFFFFFFF), axis=0))
-    t_idx = tl.full([], -1, tl.int64)
-    for t in range(0, m, BLOCK):  # (not s: its type would differ between loops)
-        c = t + tl.arange(0, BLOCK)
-        key = _keys(tl.load(val_ptr + c, mask=c < m, other=0), KEY_BITS, INF_BITS)
-        idx = tl.load(idx_ptr + c, mask=c < m, other=0).to(tl.int64)
-        tie = (c < m) & (key == t_key)
-        t_idx = tl.maximum(t_idx, tl.max(tl.where(tie, idx, -1), axis=0))
-    return t_key, t_idx
+def _rank_keys(val_ptr, idx_ptr, c, valid, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr):
+    """uint64 ranks of the selected entries at ``c``: ``key << 32 | (2**32 - 1 - index)``,
+    larger for the better entry (the higher key; of equal keys, the lower index)."""
+    key = _keys(tl.load(val_ptr + c, mask=valid, other=0), KEY_BITS, INF_BITS)
+    idx = tl.load(idx_ptr + c, mask=valid, other=0).to(tl.uint32)
+    return (key.to(tl.uint64) << 32) | (idx ^ 0xFFFFFFFF).to(tl.uint64)
+
+
+@triton.jit
+def _threshold(
+    val_ptr, idx_ptr, m, n, K_TENSOR: tl.constexpr, BEST_FIRST: tl.constexpr,
+    KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """The rank (:func:`_rank_keys`) of the n-th best of a row's ``m`` selected entries
+    (``m = 0``: a value every kept-whole row overrides):
+
+    * a per-row k with the selection best first: entry ``n - 1``, one load;
+    * a per-row k in any order (``m <= BLOCK``): the entries ranked in one sort;
+    * a scalar k (``n = m``, any order): the worst of the m, the least rank, in
+      BLOCK-wide steps."""
+    if K_TENSOR and BEST_FIRST:
+        t = _rank_keys(val_ptr, idx_ptr, n - 1, m > 0, KEY_BITS, INF_BITS)
+    elif K_TENSOR:
+        c = tl.arange(0, BLOCK)
+        ranks = tl.where(c < m, _rank_keys(val_ptr, idx_ptr, c, c < m, KEY_BITS, INF_BITS), 0)
+        t = tl.max(tl.where(c == n - 1, tl.sort(ranks, descending=True), 0), axis=0)
+    else:
+        t = tl.full([], 0xFFFFFFFFFFFFFFFF, tl.uint64)
+        for s in range(0, m, BLOCK):
+            c = s + tl.arange(0, BLOCK)
+            ranks = _rank_keys(val_ptr, idx_ptr, c, c < m, KEY_BITS, INF_BITS)
+            t = tl.minimum(t, tl.min(tl.where(c < m, ranks, 0xFFFFFFFFFFFFFFFF), axis=0))
+    return t
 
 
 @triton.jit
 def kept_sums_kernel(
-    x_ptr, sx_row, sx_col, val_ptr, k_ptr, k_scalar, sums_ptr, V, m,
-    K_TENSOR: tl.constexpr, KEY_BITS: tl.constexpr, FP16: tl.constexpr, BLOCK: tl.constexpr,
+    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, sums_ptr, V, m,
+    K_TENSOR: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
+    FP16: tl.constexpr, BEST_FIRST: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """``sums[row]``: the fp32 sum of the row's kept entries, from its n selected values
-    (rows that keep the whole row read it)."""
+    """``sums[row]``: the fp32 sum of the row's kept entries, from its selected values
+    (rows that keep the whole row read it): the first n where they are best first or
+    n = m, else (a per-row k, any order, ``m <= BLOCK``) those ranked at or above the
+    n-th best (:func:`_threshold`)."""
     row = tl.program_id(0).to(tl.int64)
     keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -160,6 +171,14 @@ def kept_sums_kernel(
             c = s + tl.arange(0, BLOCK)
             raw = tl.load(x_ptr + row * sx_row + c * sx_col, mask=c < V, other=0)
             acc += _as_f32(raw, KEY_BITS, FP16)
+    elif K_TENSOR and not BEST_FIRST:
+        thr = _threshold(
+            val_ptr + row * m, idx_ptr + row * m, m, n, True, False, KEY_BITS, INF_BITS, BLOCK
+        )  # fmt: skip
+        c = tl.arange(0, BLOCK)
+        raw = tl.load(val_ptr + row * m + c, mask=c < m, other=0)
+        ranks = _rank_keys(val_ptr + row * m, idx_ptr + row * m, c, c < m, KEY_BITS, INF_BITS)
+        acc += tl.where((c < m) & (ranks >= thr), _as_f32(raw, KEY_BITS, FP16), 0.0)
     else:
         for t in range(0, n, BLOCK):  # (not s: its type would differ between branches)
             c = t + tl.arange(0, BLOCK)
