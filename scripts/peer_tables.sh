@@ -6,8 +6,8 @@
 # fresh machine or a fresh copy of the tree does not keep: install, compile and time in
 # the same call. Logs and CSVs in $OUT (default ./out); a short report last.
 # Environment: GRID_ARGS, OPS_ARGS (extra `deepselect bench` options, default --quick),
-# WARM_TIMEOUT, GRID_TIMEOUT, OPS_TIMEOUT, HOST_TIMEOUT (seconds; HOST_TIMEOUT=0: no
-# host table), BESIDE (a command run while FlashInfer compiles; output in beside.txt).
+# WARM_TIMEOUT, GRID_TIMEOUT, OPS_TIMEOUT, HOST_TIMEOUT (seconds; GRID_TIMEOUT=0: no
+# indexer grid, HOST_TIMEOUT=0: no host table), BESIDE (a command run while FlashInfer compiles; output in beside.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -66,9 +66,11 @@ fi
 wait "$w1" "$w2"
 cat "$OUT"/peers_topk.txt "$OUT"/peers_sampling.txt >>"$OUT/peers.txt"
 rm -f "$OUT"/peers_topk.txt "$OUT"/peers_sampling.txt
-timeout "${GRID_TIMEOUT:-150}" python3 -m deepselect bench --scenario indexer-grid --graph \
-  ${GRID_ARGS:---quick} --csv "$OUT/grid.csv" >"$OUT/grid.txt" 2>&1
-echo "grid rc=$?" >>"$OUT/peers.txt"
+if [ "${GRID_TIMEOUT:-150}" != 0 ]; then
+  timeout "${GRID_TIMEOUT:-150}" python3 -m deepselect bench --scenario indexer-grid --graph \
+    ${GRID_ARGS:---quick} --csv "$OUT/grid.csv" >"$OUT/grid.txt" 2>&1
+  echo "grid rc=$?" >>"$OUT/peers.txt"
+fi
 timeout "${OPS_TIMEOUT:-120}" python3 -m deepselect bench --scenario sampling-ops \
   ${OPS_ARGS:---quick} --csv "$OUT/ops.csv" >"$OUT/ops.txt" 2>&1
 echo "ops rc=$?" >>"$OUT/peers.txt"
@@ -80,4 +82,4 @@ fi
 cat "$OUT/peers.txt"
 [ -f "$OUT/host.txt" ] && tail -n 14 "$OUT/host.txt"
 tail -n 40 "$OUT/ops.txt"
-tail -n 45 "$OUT/grid.txt"
+[ -f "$OUT/grid.txt" ] && tail -n 45 "$OUT/grid.txt"
