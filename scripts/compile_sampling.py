@@ -46,16 +46,17 @@ def main() -> None:
         # (K_TENSOR, BEST_FIRST): a scalar k, a per-row k ranked in the pass, best first
         for renorm, (k_tensor, first) in itertools.product((False, True), RANKINGS):
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
-                       k_ptr="*i64", k_scalar="i64", sums_ptr="*fp32",
+                       k_ptr="*i64", k_scalar="i64", sums_ptr="*fp32", thr_ptr="*i64",
                        out_ptr=flt if renorm else raw, so_row="i64", V="i32", m="i32")  # fmt: skip
             consts = dict(K_TENSOR=k_tensor, RENORM=renorm, NINF=ninf, TILE=16384 // (bits // 8),
                           BEST_FIRST=first, RANK_BLOCK=16 if first else RANK_MAX)  # fmt: skip
             print(build(sampling.keep_rows_kernel, sig, {**consts, **keys}))
         for k_tensor, first in RANKINGS:
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
-                       k_ptr="*i64", k_scalar="i64", sums_ptr="*fp32", V="i32",
-                       m="i32")  # fmt: skip
-            consts = dict(K_TENSOR=k_tensor, BEST_FIRST=first, BLOCK=RANK_MAX, **keys)
+                       k_ptr="*i64", k_scalar="i64", sums_ptr="*fp32", thr_ptr="*i64",
+                       V="i32", m="i32")  # fmt: skip
+            consts = dict(K_TENSOR=k_tensor, BEST_FIRST=first, BLOCK=RANK_MAX,
+                          RANK_BLOCK=16 if first else 512, **keys)  # fmt: skip
             print(build(sampling.kept_sums_kernel, sig, consts))
         for k_tensor, temp_tensor, probs in itertools.product((False, True), repeat=3):
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",

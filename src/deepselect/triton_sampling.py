@@ -156,18 +156,20 @@ def _keep_rows(x, k, vals, idx, out, *, renorm: bool) -> torch.Tensor:
     first = best_first(k, m)
     # a per-row k's selection ranked in one block; a scalar k's worst in steps of one
     rank = 16 if first else min(RANK_MAX, max(16, _next_pow2(m)))
-    sums = out  # unused without renorm
-    if renorm:
-        sums = torch.empty(rows, dtype=torch.float32, device=x.device)
+    sums = thr = out  # unused without renorm
+    if renorm:  # the sums, and a per-row k's thresholds where the sums rank them
+        sums = launch_cache.scratch((rows,), torch.float32, x.device)
+        thr = launch_cache.scratch((rows,), torch.int64, x.device)
         _sums[(rows,)](
-            raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums, v, m,
+            raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums, thr, v, m,
             K_TENSOR=k_tensor, KEY_BITS=keys["KEY_BITS"], INF_BITS=keys["INF_BITS"],
-            FP16=keys["FP16"], BEST_FIRST=first, BLOCK=RANK_MAX, num_warps=NUM_WARPS,
+            FP16=keys["FP16"], BEST_FIRST=first, BLOCK=RANK_MAX, RANK_BLOCK=rank,
+            num_warps=NUM_WARPS,
         )  # fmt: skip
     dst = out if renorm else out.view(_RAW[x.dtype])
     tile = stream_tile(rows, v, x.element_size())
     _keep[(rows, triton.cdiv(v, tile))](
-        raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums,
+        raw, raw.stride(0), raw.stride(1), vals, idx, k_ptr, k_scalar, sums, thr,
         dst, dst.stride(0), v, m,
         K_TENSOR=k_tensor, RENORM=renorm, NINF=_fill_bits(float("-inf"), x.dtype),
         TILE=tile, BEST_FIRST=first, RANK_BLOCK=rank, num_warps=NUM_WARPS, **keys,

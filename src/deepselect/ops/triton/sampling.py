@@ -84,7 +84,7 @@ def _as_f32(raw, KEY_BITS: tl.constexpr, FP16: tl.constexpr):
 def keep_rows_kernel(
     x_ptr, sx_row, sx_col,  # [rows, V] raw view of the input
     val_ptr, idx_ptr,  # [rows, m] contiguous: the selection
-    k_ptr, k_scalar, sums_ptr,
+    k_ptr, k_scalar, sums_ptr, thr_ptr,
     out_ptr, so_row,  # [rows, V] unit column stride: raw view (mask) or floats (renorm)
     V, m,
     K_TENSOR: tl.constexpr, RENORM: tl.constexpr, KEY_BITS: tl.constexpr,
@@ -93,13 +93,18 @@ def keep_rows_kernel(
 ):  # fmt: skip
     """One column tile of one row: kept entries bitwise the input and the rest ``-inf``
     (``RENORM``: ``where(kept, p, 0) / sums[row]`` in fp32, stored in the output's
-    dtype). Each program finds the row's threshold itself (:func:`_threshold`)."""
+    dtype). Each program finds the row's threshold itself (:func:`_threshold`), but
+    for a renorm that ranks a per-row k's selection: :func:`kept_sums_kernel` ranked it
+    once, and ``thr[row]`` holds the rank."""
     row = tl.program_id(0).to(tl.int64)
     keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
-    t = _threshold(
-        val_ptr + row * m, idx_ptr + row * m, tl.where(keep_all, 0, m), n, K_TENSOR,
-        BEST_FIRST, KEY_BITS, INF_BITS, RANK_BLOCK,
-    )  # fmt: skip
+    if RENORM and K_TENSOR and not BEST_FIRST:
+        t = tl.load(thr_ptr + row).to(tl.uint64, bitcast=True)
+    else:
+        t = _threshold(
+            val_ptr + row * m, idx_ptr + row * m, tl.where(keep_all, 0, m), n, K_TENSOR,
+            BEST_FIRST, KEY_BITS, INF_BITS, RANK_BLOCK,
+        )  # fmt: skip
     # (key 0, index V) lies below every element: the whole row stays
     t_key = tl.where(keep_all, 0, (t >> 32).to(tl.uint32))
     t_idx = tl.where(keep_all, V, ((t & 0xFFFFFFFF).to(tl.uint32) ^ 0xFFFFFFFF).to(tl.int64))
@@ -155,14 +160,15 @@ def _threshold(
 
 @triton.jit
 def kept_sums_kernel(
-    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, sums_ptr, V, m,
+    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, sums_ptr, thr_ptr, V, m,
     K_TENSOR: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, BEST_FIRST: tl.constexpr, BLOCK: tl.constexpr,
+    RANK_BLOCK: tl.constexpr,
 ):  # fmt: skip
     """``sums[row]``: the fp32 sum of the row's kept entries, from its selected values
     (rows that keep the whole row read it): the first n where they are best first or
-    n = m, else (a per-row k, any order, ``m <= BLOCK``) those ranked at or above the
-    n-th best (:func:`_threshold`)."""
+    n = m, else (a per-row k, any order, ``m <= RANK_BLOCK``) those ranked at or above
+    the n-th best (:func:`_threshold`), whose rank goes to ``thr[row]``."""
     row = tl.program_id(0).to(tl.int64)
     keep_all, n = _kept_count(k_ptr, k_scalar, row, V, m, K_TENSOR)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -173,12 +179,17 @@ def kept_sums_kernel(
             acc += _as_f32(raw, KEY_BITS, FP16)
     elif K_TENSOR and not BEST_FIRST:
         thr = _threshold(
-            val_ptr + row * m, idx_ptr + row * m, m, n, True, False, KEY_BITS, INF_BITS, BLOCK
+            val_ptr + row * m, idx_ptr + row * m, m, n, True, False, KEY_BITS, INF_BITS,
+            RANK_BLOCK,
         )  # fmt: skip
-        c = tl.arange(0, BLOCK)
-        raw = tl.load(val_ptr + row * m + c, mask=c < m, other=0)
-        ranks = _rank_keys(val_ptr + row * m, idx_ptr + row * m, c, c < m, KEY_BITS, INF_BITS)
-        acc += tl.where((c < m) & (ranks >= thr), _as_f32(raw, KEY_BITS, FP16), 0.0)
+        tl.store(thr_ptr + row, thr.to(tl.int64, bitcast=True))
+        for t in range(0, m, BLOCK):  # (one step: m <= RANK_BLOCK <= BLOCK)
+            c = t + tl.arange(0, BLOCK)
+            raw = tl.load(val_ptr + row * m + c, mask=c < m, other=0)
+            ranks = _rank_keys(
+                val_ptr + row * m, idx_ptr + row * m, c, c < m, KEY_BITS, INF_BITS
+            )  # fmt: skip
+            acc += tl.where((c < m) & (ranks >= thr), _as_f32(raw, KEY_BITS, FP16), 0.0)
     else:
         for t in range(0, n, BLOCK):  # (not s: its type would differ between branches)
             c = t + tl.arange(0, BLOCK)
