@@ -227,6 +227,12 @@ def boundaries(sm: int) -> list[Boundary]:
     # many rows of 16-bit keys held whole by one program (more rows than SMs: no
     # radix passes either side), from kp = WIDE_SHORT_MIN_KP, up to WIDE_SHORT_SLICES
     wide_rows, wide_n, wide_k = max(512, sm + 1), ts.WIDE_SHORT_SLICES * cfg.nmax, 1024
+    # rows of 128K 16-bit keys whose segments the passes hold at PASS_MAX_TILES a program
+    pass_n = 8 * cfg.nmax
+    r_pass = sm // -(-(pass_n // cfg.nmax) // ts.PASS_MAX_TILES)
+    passes = frozenset({"passes"}) if ts.COOPERATIVE else stream
+    # rows of W32_FROM blocks that stream at k = 2048: more than the passes hold
+    r_w32 = max(r_far + 1, sm // -(-(tb.W32_FROM * b16 // cfg.nmax) // ts.PASS_MAX_TILES) + 1)
     return [
         Boundary("short nmax", B16, ((1, cfg.nmax, 512), (1, cfg.nmax + STEP, 512)), "path",
                  (short, SPLIT)),
@@ -242,8 +248,8 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("MAX_FAST_K", B16, ((many, mid_n, tb.MAX_FAST_K),
                                      (many, mid_n, tb.MAX_FAST_K + 1)),
                  "path", (stream, frozenset({"oracle"}))),
-        Boundary("W32_FROM", B16, ((r_far + 1, tb.W32_FROM * b16 - STEP, 2048),
-                                   (r_far + 1, tb.W32_FROM * b16, 2048)),
+        Boundary("W32_FROM", B16, ((r_w32, tb.W32_FROM * b16 - STEP, 2048),
+                                   (r_w32, tb.W32_FROM * b16, 2048)),
                  "w32", (False, True)),
         Boundary("W32_MID_BLOCKS", F32, ((r_far + 1, tb.W32_MID_BLOCKS * b32 - STEP, 1024),
                                          (r_far + 1, tb.W32_MID_BLOCKS * b32, 1024)),
@@ -251,6 +257,8 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("PASS_OVER_STREAM_KP", F32, ((r_long, mid_n, ts.PASS_OVER_STREAM_KP // 2),
                                               (r_long, mid_n, ts.PASS_OVER_STREAM_KP // 2 + 1)),
                  "path", (stream, frozenset({"passes"}) if ts.COOPERATIVE else stream)),
+        Boundary("PASS_MAX_TILES", B16, ((r_pass, pass_n, 2048), (r_pass + 1, pass_n, 2048)),
+                 "path", (passes, stream)),
         Boundary("SHORT_SAMPLE_N", B16, ((r_long, tb.SHORT_SAMPLE_N, tb.SHORT_SAMPLE_MAX_K),
                                          (r_long, tb.SHORT_SAMPLE_N + STEP,
                                           tb.SHORT_SAMPLE_MAX_K)),
@@ -317,7 +325,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 14
+    assert len({b.name for b in seen}) == len(seen) == 15
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)

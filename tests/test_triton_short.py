@@ -751,7 +751,7 @@ def test_radix_passes_match_the_oracle_and_the_levels(kind, dtype):
 def test_plan_radix_passes_where_one_launch_holds_them():
     """On a GPU, where Triton launches cooperatively, a split unsorted or by index with
     k > 1 takes the radix passes where its rows' segments, as many as there are SMs
-    and at least 1024 long, fit one launch (up to six a program, for 16-bit keys);
+    and at least 1024 long, fit one launch (up to eight a program, for 16-bit keys);
     with no split (k > nmax / 4) they also take any k; sorted by value they take the
     split or the stream. The interpreter never takes them."""
     if not triton_short.COOPERATIVE:
@@ -766,7 +766,7 @@ def test_plan_radix_passes_where_one_launch_holds_them():
         assert rows * p.pass_level.nseg <= 132 and p.pass_level.nseg == -(-n // L)
         assert p.pass_level.num_warps == _warps(L) and p.levels[0].L == 8192  # the split too
         assert not plan(rows, n, 512, interp=True).passes
-    assert not plan(7, 2**20, 512).passes  # 896 segments of 8192, 8 a program
+    assert not plan(9, 2**20, 512).passes  # 1152 segments of 8192, 10 a program
     assert plan(7, 2**20, 512, sm=896).passes
     wide = plan(1, 2**20, 4096)  # no split: 4 k > nmax
     assert wide.passes and wide.grid_sync and wide.levels == (wide.pass_level,)
@@ -775,12 +775,13 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(1, 2**20, 512, by_value=True).kind == "split"
     assert plan(1, 4096, 512).kind == "short"
     assert plan(1, 2**20, 2).passes and not plan(1, 2**20, 1).passes  # a cheap split
-    # up to six segments a program where the rows need them
+    # up to eight segments a program (PASS_MAX_TILES) where the rows need them
     p = plan(1, 2**21, 1231)
     assert p.passes and p.grid_sync and p.pass_tiles == 2 and p.pass_level.nseg == 256
     assert plan(1, 2**22, 64).pass_tiles == 4 and plan(2, 2**20, 512).pass_tiles == 2
     assert plan(5, 2**20, 512).pass_tiles == 5 and plan(6, 2**20, 512).pass_tiles == 6
-    assert not plan(1, 2**23, 512).passes and not plan(7, 2**20, 512).passes
+    assert plan(1, 2**23, 512).pass_tiles == 8 and plan(7, 2**20, 512).pass_tiles == 8
+    assert not plan(1, 2**24, 512).passes and not plan(9, 2**20, 512).passes
     assert plan(1, 2**20, 1231).pass_tiles == 1
     assert not plan(2, 2**20, 512, bits=32).passes  # 32-bit keys: one segment a program
     # k > 1024: the passes also take rows that the split leaves to the stream
@@ -789,7 +790,8 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(64, 16384, 1024, bits=32) is None  # kp 1024: the stream
     assert plan(64, 16384, 2048, bits=32, by_value=True) is None
     assert plan(64, 32768, 2048, bits=32) is None  # 2 segments a program of 32-bit keys
-    assert plan(64, 2**17, 2048) is None and plan(512, 16384, 2048, bits=32) is None  # too many
+    assert plan(66, 2**17, 2048).pass_tiles == 8  # 16 segments a row, two programs
+    assert plan(67, 2**17, 2048) is None and plan(512, 16384, 2048, bits=32) is None  # too many
     whole = plan(512, 16384, 2048)  # too many too: 16-bit keys, a wide short row
     assert whole.kind == "short" and not whole.passes and whole.levels[0].nmax == 16384
 

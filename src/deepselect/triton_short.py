@@ -101,7 +101,7 @@ RADIX_BITS = 6  # a program's radix select: 5-6 bit digits do the least work (tl
 IN_LAUNCH_PER_SM = 6  # a split merges in its launch up to this many programs per SM
 PASS_BITS = 8  # the digit of a radix pass
 PASS_MIN_K = 1  # the radix passes for k above this: at k = 1 the split is as cheap
-PASS_MAX_TILES = 6  # the most segments a program of the radix passes takes ...
+PASS_MAX_TILES = 8  # the most segments a program of the radix passes takes ...
 PASS_TILES_MAX_BITS = 16  # ... and only for keys this wide (wider: a pass more to read)
 PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, beat the stream
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
