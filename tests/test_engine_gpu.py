@@ -389,6 +389,45 @@ def test_fused_ops_match_the_cpu_definitions(dtype):
 
 
 @gpu
+def test_top_p_draws_with_a_per_row_k_graph_replays():
+    """A per-row k ranks whole rows (a row may keep itself whole): topk_rows past
+    MAX_FAST_K, the sort-based path, which must not copy from the host. Captured, the
+    draws equal the eager calls' and stay in each row's top-k."""
+    from deepselect import topk_rows
+    from deepselect.engine import top_k_top_p_sampling_from_logits, top_k_top_p_sampling_from_probs
+    from deepselect.triton_backend import MAX_FAST_K
+
+    rows, v = 6, MAX_FAST_K + 900
+    logits = finite_logits(rows, torch.float32, seed=31)[:, :v].contiguous()
+    probs = torch.softmax(logits, dim=1)
+    k = torch.tensor([0, 1, 50, v, 7, 300], device=DEV)
+    seeds = torch.arange(rows, dtype=torch.int64, device=DEV)
+
+    def calls():
+        return (
+            top_k_top_p_sampling_from_logits(logits, k, 0.9, seeds=seeds, k_max=300),
+            top_k_top_p_sampling_from_probs(probs, k, 0.9, seeds=seeds, k_max=300),
+            topk_rows(logits, MAX_FAST_K + 1, order="value", fill_value=float("nan")),
+        )
+
+    replay, res = captured(calls)
+    for step in range(3):
+        if step:
+            logits.copy_(finite_logits(rows, torch.float32, seed=31 + step)[:, :v])
+            probs.copy_(torch.softmax(logits, dim=1))
+            seeds.add_(rows)
+        replay()
+        a, b, (vals, idx) = res[0]
+        want = calls()
+        assert torch.equal(a, want[0]) and torch.equal(b, want[1])
+        assert torch.equal(idx, want[2][1]) and torch.equal(int_bits(vals), int_bits(want[2][0]))
+        for r, kr in enumerate(k.tolist()):
+            if 0 < kr < v:  # inside the row's top-k
+                top = set(topk_rows(logits[r : r + 1], kr)[1][0].tolist())
+                assert int(a[r]) in top and int(b[r]) in top, (r, kr)
+
+
+@gpu
 def test_fused_ops_with_an_int_k_graph_replays():
     rows = 24
     logits = finite_logits(rows, torch.float32, seed=15)

@@ -65,7 +65,10 @@ def oracle_topk(
     values = torch.gather(xb, 1, idx) if n > 0 else xb.new_empty(rows, 0)
     out_idx = idx + opt.offset_tensor(rows, dev)[:, None]
     fill_value = opt.resolved_fill_value(x.dtype)
-    fill_bits = torch.tensor(fill_value, dtype=x.dtype).view(ibits).to(dev)
+    # the fill's bits read on the host, then filled on the device: no host-to-device
+    # copy, so the sort-based path can be captured in a CUDA graph
+    fill_int = int(torch.tensor(fill_value, dtype=x.dtype).view(ibits))
+    fill_bits = torch.full((), fill_int, dtype=ibits, device=dev)
     values = torch.where(is_real, values, fill_bits).view(x.dtype)
     out_idx = torch.where(is_real, out_idx, torch.full_like(out_idx, opt.fill_index))
     if kk < k:  # N < k: pad the remaining columns with fills
