@@ -101,3 +101,13 @@ def test_sampling_fused_variants_on_cpu(program, capsys):
     assert rc == 0, out
     assert out[0].startswith("op | rows") and len(out) == 5
     assert all(line.split(" | ")[4] == "True" and line.endswith("ok") for line in out[1:])
+
+
+def test_large_k_passes_tiles_on_cpu(program, capsys):
+    """The stream's side in the interpreter (the radix passes need a cooperative GPU
+    launch), checked against torch.topk before it is timed."""
+    rc = program("large_k_passes_tiles").main(["--cpu", "--repeats", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0, out
+    assert out[0].startswith("rows | n") and len(out) == 2
+    assert out[1].split(" | ")[3] == "stream" and out[1].endswith("exact"), out
