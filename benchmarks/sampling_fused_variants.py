@@ -20,9 +20,11 @@ fused.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import sys
+from unittest import mock
 
 import torch
 
@@ -132,7 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         if not _interpreting():
             print("--cpu runs the kernels in the interpreter: TRITON_INTERPRET=1", file=sys.stderr)
             return 2
-        engine._uses_kernels = lambda x: x.dtype in SUPPORTED_DTYPES
+    with contextlib.ExitStack() as stack:
+        if a.cpu:  # for this run only: the caller's process keeps its engine as it was
+            stack.enter_context(
+                mock.patch.object(engine, "_uses_kernels", lambda x: x.dtype in SUPPORTED_DTYPES)
+            )
+        return _run(a, device)
+
+
+def _run(a: argparse.Namespace, device: str) -> int:
     base = CPU if a.cpu else GPU
     if device == "cuda":
         print(f"# {torch.cuda.get_device_name()}, fp32, vocab {base['vocab']}", flush=True)

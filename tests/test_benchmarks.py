@@ -95,8 +95,13 @@ def test_distributed_bench_one_rank_on_cpu(program, monkeypatch, capsys):
 
 def test_sampling_fused_variants_on_cpu(program, capsys):
     """Both paths in the interpreter on rows the streaming kernel takes there, checked
-    against each other before they are timed."""
+    against each other before they are timed; the engine as it was afterwards (CPU
+    tensors back on the torch definitions, for the tests that run after it)."""
+    from deepselect import engine
+
+    before = engine._uses_kernels
     rc = program("sampling_fused_variants").main(["--cpu", "--repeats", "1", "--per-row"])
+    assert engine._uses_kernels is before
     out = capsys.readouterr().out.splitlines()
     assert rc == 0, out
     assert out[0].startswith("op | rows") and len(out) == 5
