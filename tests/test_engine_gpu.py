@@ -349,6 +349,16 @@ def test_generator_sampling_is_reproducible():
     assert torch.equal(draws[0], draws[1])
     keep = ref_keep(logits, torch.full((16,), 512, device=DEV))
     assert bool(keep.gather(1, draws[0][:, None]).all())
+    if DEV == "cpu":  # (there: torch.multinomial)
+        return
+    # neither seeds nor a generator: the seeded draw, seeds from the default generator
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+        torch.manual_seed(99)
+        plain = top_k_sampling_from_logits(logits, 512, temperature=0.7)
+        torch.manual_seed(99)
+        seeds = torch.randint(-(2**62), 2**62, (16,), device=DEV)
+        assert torch.equal(plain, top_k_sampling_from_logits(logits, 512, temperature=0.7,
+                                                             seeds=seeds))  # fmt: skip
 
 
 @gpu

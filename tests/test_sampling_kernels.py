@@ -173,6 +173,26 @@ def test_seeded_draw_from_logits_identical(kernels, kind):
             assert torch.equal(got, want), (k, t, got, want)
 
 
+def test_draws_without_seeds_or_generator_on_a_device_are_seeded(kernels):
+    """On a device a draw with neither ``seeds=`` nor ``generator=`` is the seeded
+    draw, its per-row seeds drawn from torch's default generator: reproducible under
+    torch.manual_seed, and on the kernels like any seeded draw."""
+    x, _ = logits_and_seeds("normal", 5, 300, 61)
+    probs = torch.softmax(x, dim=1)
+    for fn, args, kw in (
+        (engine.top_k_sampling_from_logits, (x, 7), {"temperature": 0.8}),
+        (engine.top_k_sampling_from_probs, (probs, per_row_k(5, 300, 20)), {"k_max": 20}),
+        (engine.top_k_top_p_sampling_from_logits, (x, 7, 0.8), {}),
+        (engine.top_k_top_p_sampling_from_probs, (probs, 7, 0.8), {}),
+    ):
+        with torch.random.fork_rng():
+            torch.manual_seed(4)
+            got = kernels(fn, *args, **kw)
+            torch.manual_seed(4)
+            seeds = torch.randint(-(2**62), 2**62, (5,))
+            assert torch.equal(got, kernels(fn, *args, seeds=seeds, **kw)), fn.__name__
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_seeded_draw_16_bit(kernels, dtype):
     x, seeds = logits_and_seeds("distinct32", 6, 200, 29)

@@ -567,7 +567,9 @@ def top_k_sampling_from_logits(
         k, k_max: as in :func:`top_k_mask_logits` (``k <= 0`` or ``>= V``: whole row).
         temperature: a float ``> 0`` or a float tensor ``[rows]`` (values ``> 0``).
         generator: a ``torch.Generator`` for ``torch.multinomial`` (reproducible for a
-            fixed state).
+            fixed state). Without it or ``seeds``, a device draws as with ``seeds``
+            drawn from torch's default generator (on the kernels; the CPU keeps
+            ``torch.multinomial``).
         seeds: ``[rows]`` int64 per-row seeds instead: Gumbel-max with
             :func:`counter_uniform`, so each row's draw depends only on its seed, its
             logits and its k — not on the batch around it. Exclusive with ``generator``.
@@ -585,6 +587,7 @@ def top_k_sampling_from_logits(
         raise ValueError("logits must have at least one column to sample from")
     _check_randomness(rows, logits.device, generator, seeds)
     temp = _check_temperature(temperature, rows, logits.device)
+    seeds = _device_seeds(logits, generator, seeds)
     if seeds is not None and _uses_kernels(logits):
         return _fused_draw(logits, k, k_max, seeds, temp)
     cols, base = _kept_columns(logits, k, k_max)
@@ -660,6 +663,16 @@ def _check_randomness(rows: int, device: torch.device, generator, seeds) -> None
         raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
     if seeds is not None:
         _check_vector("seeds", seeds, rows, device, dtypes=(torch.int64,))
+
+
+def _device_seeds(x: torch.Tensor, generator, seeds):
+    """The per-row seeds of a draw: ``seeds``; or, on a device with the kernels and
+    without ``generator`` either, seeds drawn from torch's default generator for the
+    device, so that a plain call takes the seeded kernels (reproducible under
+    ``torch.manual_seed``); else None (``torch.multinomial``, with ``generator``)."""
+    if seeds is not None or generator is not None or not _uses_kernels(x):
+        return seeds
+    return torch.randint(-(2**62), 2**62, (x.shape[0],), dtype=torch.int64, device=x.device)
 
 
 def _check_probs(probs) -> None:
@@ -772,6 +785,7 @@ def top_k_sampling_from_probs(
     _check_probs(probs)
     rows = probs.shape[0]
     _check_randomness(rows, probs.device, generator, seeds)
+    seeds = _device_seeds(probs, generator, seeds)
     if seeds is not None and _uses_kernels(probs):
         return _fused_draw(probs, k, k_max, seeds, None)
     cols, base = _kept_columns(probs, k, k_max)
@@ -821,6 +835,7 @@ def top_k_top_p_sampling_from_logits(
     _check_randomness(rows, logits.device, generator, seeds)
     temp = _check_temperature(temperature, rows, logits.device)
     p = _check_top_p(top_p, rows, logits.device)
+    seeds = _device_seeds(logits, generator, seeds)
     cols, kept = _ranked_kept(logits, k, k_max)
     scaled = logits.gather(1, cols).to(torch.float32) / temp
     weights = torch.softmax(torch.where(kept, scaled, float("-inf")), dim=1)
@@ -857,6 +872,7 @@ def top_k_top_p_sampling_from_probs(
     rows, _ = probs.shape
     _check_randomness(rows, probs.device, generator, seeds)
     p = _check_top_p(top_p, rows, probs.device)
+    seeds = _device_seeds(probs, generator, seeds)
     cols, kept = _ranked_kept(probs, k, k_max)
     vals = probs.gather(1, cols)
     return _top_p_draw(vals, vals, cols, kept, p, seeds, generator, from_probs=True)
