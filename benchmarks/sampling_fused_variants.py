@@ -20,7 +20,6 @@ fused.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import math
 import sys
@@ -130,15 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: run on a GPU, or with --cpu", file=sys.stderr)
         return 2
-    if a.cpu:  # the kernels in Triton's interpreter, for CPU tensors too
-        if not _interpreting():
-            print("--cpu runs the kernels in the interpreter: TRITON_INTERPRET=1", file=sys.stderr)
-            return 2
-    with contextlib.ExitStack() as stack:
-        if a.cpu:  # for this run only: the caller's process keeps its engine as it was
-            stack.enter_context(
-                mock.patch.object(engine, "_uses_kernels", lambda x: x.dtype in SUPPORTED_DTYPES)
-            )
+    if not a.cpu:
+        return _run(a, device)
+    if not _interpreting():
+        print("--cpu runs the kernels in the interpreter: TRITON_INTERPRET=1", file=sys.stderr)
+        return 2
+    # the kernels for CPU tensors too, for this run only (a caller's process keeps its
+    # engine as it was)
+    with mock.patch.object(engine, "_uses_kernels", lambda x: x.dtype in SUPPORTED_DTYPES):
         return _run(a, device)
 
 
