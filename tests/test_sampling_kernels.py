@@ -191,6 +191,31 @@ def test_draws_without_seeds_or_generator_on_a_device_are_seeded(kernels):
             torch.manual_seed(4)
             seeds = torch.randint(-(2**62), 2**62, (5,))
             assert torch.equal(got, kernels(fn, *args, seeds=seeds, **kw)), fn.__name__
+@pytest.mark.parametrize("kind", ["normal", "distinct2", "nan_hotspots", "huge"])
+def test_top_p_draw_identical(kernels, kind):
+    """The top-k, top-p draws of an int k in one program a row: the same tokens as the
+    torch definitions, for logits (temperatures as floats and per row) and
+    probabilities, top_p tiny (rank 0 only), in between, at 1 and per row (NaN and 0
+    keep rank 0 only on a device); ties at the cut (two distinct values), NaN rows,
+    rows of one value and of -inf and NaN only."""
+    v = 300
+    x, seeds = logits_and_seeds(kind, 9, v, 41)
+    x[-1] = float("-inf")
+    x[-1, ::3] = float("nan")
+    x[-2] = 0.5
+    probs = torch.softmax(torch.nan_to_num(x, 0.0, 60.0, -60.0), dim=1)
+    probs[-3] = 0.0
+    probs[-3, 7] = 1.0
+    temp = torch.linspace(0.25, 4.0, 9)
+    rows_p = torch.tensor([0.5, 1.0, 1e-9, 0.9, 0.99, 0.3, 0.75, 0.6, 0.95], dtype=torch.float64)
+    f, g = engine.top_k_top_p_sampling_from_logits, engine.top_k_top_p_sampling_from_probs
+    for k in (1, 7, 100, v - 1):
+        for p in (1e-9, 0.5, 0.9, 1.0, rows_p):
+            for t in (temp, 0.7):
+                want = f(x, k, p, temperature=t, seeds=seeds)
+                assert torch.equal(kernels(f, x, k, p, temperature=t, seeds=seeds), want), (k, p)
+            want = g(probs, k, p, seeds=seeds)
+            assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -711,11 +711,16 @@ def _check_top_p(top_p, rows: int, device: torch.device):
     raise TypeError(f"top_p must be a float or a tensor; got {type(top_p).__name__}")
 
 
+def _int_k_selects(x: torch.Tensor, k, k_max) -> bool:
+    """Whether ``k`` is an int that selects part of each row (``0 < k < V``)."""
+    return not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < x.shape[1]
+
+
 def _ranked_kept(x: torch.Tensor, k, k_max):
     """Each row's top-k columns best first (value descending, NaN largest, ties to the
     lowest column): int64 ``cols [rows, m]`` and bool ``kept [rows, m]`` (rank < k)."""
     rows, v = x.shape
-    if not isinstance(k, torch.Tensor) and k_max is None and 0 < _check_k_int(k) < v:
+    if _int_k_selects(x, k, k_max):
         _, cols = topk_rows(x, k, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
         return cols, torch.ones_like(cols, dtype=torch.bool)
     keep = _keep_mask(x, k, k_max)  # validates k and k_max; whole rows for k <= 0, >= V
@@ -724,6 +729,18 @@ def _ranked_kept(x: torch.Tensor, k, k_max):
         return cols, torch.ones_like(cols, dtype=torch.bool)
     _, cols = topk_rows(x, v, order=Order.VALUE, return_values=False, index_dtype=torch.int64)
     return cols, keep.gather(1, cols)
+
+
+def _top_p_kernel(x, k: int, seeds, p, temp) -> torch.Tensor:
+    """The seeded top-k, top-p draw of an int ``0 < k < V`` on the kernels: the select
+    best first, then one program a row over it. ``p``, ``temp``: as the checks return
+    them (``temp`` None for probabilities)."""
+    vals, idx = _selection(x, int(k), True)
+    squeeze = lambda t: t[:, 0] if isinstance(t, torch.Tensor) else t  # noqa: E731
+    return sampling_kernels().top_p_draw(
+        x, vals, idx, seeds, squeeze(p), 1.0 if temp is None else squeeze(temp),
+        from_probs=temp is None,
+    )  # fmt: skip
 
 
 def _top_p_draw(vals, weights, cols, kept, top_p, seeds, generator, from_probs: bool):
@@ -836,6 +853,8 @@ def top_k_top_p_sampling_from_logits(
     temp = _check_temperature(temperature, rows, logits.device)
     p = _check_top_p(top_p, rows, logits.device)
     seeds = _device_seeds(logits, generator, seeds)
+    if seeds is not None and _uses_kernels(logits) and _int_k_selects(logits, k, k_max):
+        return _top_p_kernel(logits, k, seeds, p, temp)
     cols, kept = _ranked_kept(logits, k, k_max)
     scaled = logits.gather(1, cols).to(torch.float32) / temp
     weights = torch.softmax(torch.where(kept, scaled, float("-inf")), dim=1)
@@ -873,6 +892,8 @@ def top_k_top_p_sampling_from_probs(
     _check_randomness(rows, probs.device, generator, seeds)
     p = _check_top_p(top_p, rows, probs.device)
     seeds = _device_seeds(probs, generator, seeds)
+    if seeds is not None and _uses_kernels(probs) and _int_k_selects(probs, k, k_max):
+        return _top_p_kernel(probs, k, seeds, p, None)
     cols, kept = _ranked_kept(probs, k, k_max)
     vals = probs.gather(1, cols)
     return _top_p_draw(vals, vals, cols, kept, p, seeds, generator, from_probs=True)

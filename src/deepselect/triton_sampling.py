@@ -20,7 +20,12 @@ import triton
 from . import launch_cache
 from .ops.triton.common import _inf_bits
 from .ops.triton.launch import _RAW, KeptRows, _fill_bits, _interpreting, _next_pow2
-from .ops.triton.sampling import gumbel_draw_kernel, keep_rows_kernel, kept_sums_kernel
+from .ops.triton.sampling import (
+    gumbel_draw_kernel,
+    keep_rows_kernel,
+    kept_sums_kernel,
+    top_p_draw_kernel,
+)
 from .options import Order, TopkOptions
 from .triton_backend import LaunchConfig, run_triton, streams
 
@@ -28,6 +33,7 @@ from .triton_backend import LaunchConfig, run_triton, streams
 _sums = launch_cache.cached(kept_sums_kernel)
 _keep = launch_cache.cached(keep_rows_kernel)
 _draw = launch_cache.cached(gumbel_draw_kernel)
+_top_p = launch_cache.cached(top_p_draw_kernel)
 
 TILE_BYTES = 16 << 10
 """Bytes of input per program of the streaming pass (4096 fp32): 32 bytes per thread
@@ -207,5 +213,38 @@ def gumbel_draw(
         K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=from_probs,
         PRECISE_LOG=not _interpreting(), BLOCK=block, num_warps=NUM_WARPS,
         **_key_args(x.dtype),
+    )  # fmt: skip
+    return out
+
+
+def top_p_draw(
+    x: torch.Tensor,
+    vals: torch.Tensor,
+    idx: torch.Tensor,
+    seeds: torch.Tensor,
+    top_p: float | torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    *,
+    from_probs: bool = False,
+) -> torch.Tensor:
+    """int64 ``[rows]``: each row's seeded draw after top-p over its ``m`` selected
+    entries ``vals`` / ``idx`` (``[rows, m]``, best first, every one kept: an int k),
+    as ``engine._top_p_draw`` defines it. ``top_p``: a float or an fp64 ``[rows]``
+    tensor; ``temperature``: a float or a float ``[rows]`` tensor (logits only). One
+    launch (and one fill of the scalar ``top_p`` on the device)."""
+    rows, m = vals.shape
+    out = torch.empty(rows, dtype=torch.int64, device=x.device)
+    if rows == 0:
+        return out
+    p_tensor = isinstance(top_p, torch.Tensor)
+    p = top_p if p_tensor else torch.full((1,), float(top_p), dtype=torch.float64, device=x.device)
+    temp_tensor = isinstance(temperature, torch.Tensor)
+    keys = _key_args(x.dtype)
+    _top_p[(rows,)](
+        vals.view(_RAW[x.dtype]), idx, seeds, temperature if temp_tensor else x,
+        1.0 if temp_tensor else float(temperature), p, out, m,
+        TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
+        KEY_BITS=keys["KEY_BITS"], FP16=keys["FP16"], PRECISE_LOG=not _interpreting(),
+        BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)), num_warps=NUM_WARPS,
     )  # fmt: skip
     return out

@@ -229,6 +229,18 @@ def _log(v, PRECISE_LOG: tl.constexpr):
 
 
 @triton.jit
+def _gumbel_step(score, col, key, live, best, best_col, nan, PRECISE_LOG: tl.constexpr):
+    """One step of the seeded Gumbel-max over columns ``col``: ``score - log(-log(u))``
+    where ``live``, folded into the running ``best`` (ties to the lowest column) and the
+    NaN flag ``nan``."""
+    g = score - _log(-_log(_uniform(key, col), PRECISE_LOG), PRECISE_LOG)
+    nan = nan | (live & (g != g)).to(tl.int32)
+    g = tl.where(live, g, float("-inf"))
+    up = (g > best) | ((g == best) & (col < best_col) & live)
+    return tl.where(up, g, best), tl.where(up, col, best_col), nan
+
+
+@triton.jit
 def gumbel_draw_kernel(
     x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr,
     temp_ptr, temp_scalar, out_ptr, V, m,
@@ -269,12 +281,7 @@ def gumbel_draw_kernel(
             score = tl.where(v == float("-inf"), v, _log(v, PRECISE_LOG))
         else:
             score = tl.math.div_rn(v, t)
-        g = score - _log(-_log(_uniform(key, col), PRECISE_LOG), PRECISE_LOG)
-        nan = nan | (ok & (g != g)).to(tl.int32)
-        g = tl.where(ok, g, float("-inf"))
-        up = (g > best) | ((g == best) & (col < best_col) & ok)
-        best = tl.where(up, g, best)
-        best_col = tl.where(up, col, best_col)
+        best, best_col, nan = _gumbel_step(score, col, key, ok, best, best_col, nan, PRECISE_LOG)
         k_ = _keys(raw, KEY_BITS, INF_BITS)
         up = ok & ((k_ > top_key) | ((k_ == top_key) & (col < top_col)))
         top_key = tl.where(up, k_, top_key)
@@ -386,3 +393,86 @@ def _whole_row(x_row, dst_row, N, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
             tl.store(dst_row + t + cols, q.to(dst_row.dtype.element_ty), mask=inside)
         else:
             tl.store(dst_row + t + cols, raw, mask=inside)
+
+
+@triton.jit
+def _top_p_weights(raw, t, ok, mx, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
+                   FROM_PROBS: tl.constexpr, PRECISE: tl.constexpr):  # fmt: skip
+    """fp32 ``(score, unnormalised weight)`` of selected entries: ``(log p, p)``, or
+    ``(s, exp(s - mx))`` with ``s = logit / t`` correctly rounded and ``mx`` the row's
+    best ``s``; 0 weight where not ``ok``."""
+    v = _as_f32(raw, KEY_BITS, FP16)
+    if FROM_PROBS:
+        s = v
+        w = v
+    else:
+        s = tl.math.div_rn(v, t)
+        if PRECISE:  # (the interpreter has no libdevice)
+            w = libdevice.exp(s - mx)
+        else:
+            w = tl.exp(s - mx)
+    return s, tl.where(ok, w, 0.0)
+
+
+@triton.jit
+def top_p_draw_kernel(
+    val_ptr, idx_ptr, seeds_ptr, temp_ptr, temp_scalar, p_ptr, out_ptr, m,
+    TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
+    KEY_BITS: tl.constexpr, FP16: tl.constexpr, PRECISE_LOG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``out[row]``: ``engine._top_p_draw`` of a row's ``m`` selected entries, best
+    first (an int k: every one kept): rank j stays when the weights of the ranks
+    before it, summed in fp64, are below ``top_p`` times their total (rank 0 always);
+    then the seeded Gumbel-max draw of :func:`gumbel_draw_kernel` over the ranks that
+    stay (``logit / temperature`` or ``log p``), the top-1 where it is not finite. The
+    weights are ``p``, or ``exp(s - max s)`` (the softmax before its division: the cut
+    compares sums of one scale). Two passes over the selection, from L2."""
+    row = tl.program_id(0).to(tl.int64)
+    seed = tl.load(seeds_ptr + row)
+    key = _mix32(seed.to(tl.uint32) ^ _mix32((seed >> 32).to(tl.uint32) ^ GOLDEN))
+    if TEMP_TENSOR:
+        t = tl.load(temp_ptr + row).to(tl.float32)
+    else:
+        t = temp_scalar
+    if P_TENSOR:  # (a block of it: the interpreter's scalar comparisons do not mix)
+        top_p = tl.load(p_ptr + row) + tl.zeros([BLOCK], tl.float64)
+    else:
+        top_p = tl.load(p_ptr) + tl.zeros([BLOCK], tl.float64)
+    base = val_ptr + row * m
+    mx = tl.math.div_rn(_as_f32(tl.load(base), KEY_BITS, FP16), t)  # rank 0: the best
+    total = tl.zeros([BLOCK], tl.float64)
+    for s in range(0, m, BLOCK):
+        j = s + tl.arange(0, BLOCK)
+        raw = tl.load(base + j, mask=j < m, other=0)
+        _, w = _top_p_weights(raw, t, j < m, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+        total += w.to(tl.float64)
+    cut = top_p * tl.sum(total, axis=0)
+    every = top_p >= 1.0
+    run = tl.zeros([], tl.float64)  # the weights of the ranks before this step's first
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    best_col = tl.full([BLOCK], COL_NONE, tl.int64)
+    nan = tl.zeros([BLOCK], tl.int32)
+    for u in range(0, m, BLOCK):  # (not s: its type would differ between loops)
+        j = u + tl.arange(0, BLOCK)
+        ok = j < m
+        raw = tl.load(base + j, mask=ok, other=0)
+        score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+        prev = tl.load(base + j - 1, mask=ok & (j > 0), other=0)
+        _, wp = _top_p_weights(
+            prev, t, ok & (j > 0), mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG
+        )  # fmt: skip
+        before = run + tl.cumsum(wp.to(tl.float64), axis=0)
+        run += tl.sum(wp.to(tl.float64), axis=0)
+        stays = ok & ((before < cut) | (j == 0) | every)
+        col = tl.load(idx_ptr + row * m + j, mask=ok, other=0).to(tl.int64)
+        if FROM_PROBS:
+            score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
+        best, best_col, nan = _gumbel_step(
+            score, col, key, stays, best, best_col, nan, PRECISE_LOG
+        )  # fmt: skip
+    b = tl.max(best, axis=0)
+    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+    top = tl.load(idx_ptr + row * m).to(tl.int64)
+    fine = (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
+    tl.store(out_ptr + row, tl.where(fine, b_col, top))
