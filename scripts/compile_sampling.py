@@ -19,15 +19,17 @@ from triton.compiler import ASTSource
 
 from deepselect.ops.triton import sampling
 from deepselect.ops.triton.common import _inf_bits
-from deepselect.triton_sampling import RANK_MAX
+from deepselect.triton_sampling import RANK_MAX, ROW_BLOCK
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_check import ptxas_report  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 RANKINGS = ((False, False), (True, False), (True, True))
-TOP_P_VARIANTS = [(t, False, p) for t in (False, True) for p in (False, True)]
-TOP_P_VARIANTS += [(False, True, p) for p in (False, True)]
+# (K_TENSOR, TEMP_TENSOR, FROM_PROBS, P_TENSOR)
+TOP_P_VARIANTS = [(False, t, False, p) for t in (False, True) for p in (False, True)]
+TOP_P_VARIANTS += [(False, False, True, p) for p in (False, True)]
+TOP_P_VARIANTS += [(True, True, False, True), (True, False, True, True)]
 RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
 
 
@@ -67,13 +69,16 @@ def main() -> None:
             consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
                           PRECISE_LOG=True, BLOCK=1024)  # fmt: skip
             print(build(sampling.gumbel_draw_kernel, sig, {**consts, **keys}))
-        # the top-p draw: logits (temperature a float or per row) or probabilities,
-        # top_p a float or per row
-        for temp_tensor, probs, p_tensor in TOP_P_VARIANTS:
-            sig = dict(val_ptr=raw, idx_ptr="*i32", seeds_ptr="*i64", temp_ptr="*fp32",
-                       temp_scalar="fp32", p_ptr="*fp64", out_ptr="*i64", m="i32")  # fmt: skip
-            consts = dict(TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=probs,
-                          KEY_BITS=bits, FP16=False, PRECISE_LOG=True, BLOCK=1024)  # fmt: skip
+        # the top-p draw: an int or per-row k, logits (temperature a float or per row)
+        # or probabilities, top_p a float or per row
+        for k_tensor, temp_tensor, probs, p_tensor in TOP_P_VARIANTS:
+            sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
+                       k_ptr="*i64", k_scalar="i64", seeds_ptr="*i64", temp_ptr="*fp32",
+                       temp_scalar="fp32", p_ptr="*fp64", out_ptr="*i64", V="i32", m="i32",
+                       fix="fp32")  # fmt: skip
+            consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
+                          FROM_PROBS=probs, PRECISE_LOG=True, BLOCK=1024, ROW_BLOCK=ROW_BLOCK,
+                          **keys)  # fmt: skip
             print(build(sampling.top_p_draw_kernel, sig, consts))
 
 

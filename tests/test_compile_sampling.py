@@ -29,8 +29,8 @@ def test_every_sampling_kernel_builds_with_correctly_rounded_divisions():
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     # per key width: the pass 2 ops x 3 rankings, the kept sums 3 rankings, the draw 8,
-    # the top-p draw 6
-    assert len(lines) == 2 * (2 * 3 + 3 + 8 + 6)
+    # the top-p draw 8
+    assert len(lines) == 2 * (2 * 3 + 3 + 8 + 8)
     for line in lines:
         divides = "RENORM=1" in line or ("draw_kernel" in line and "FROM_PROBS=0" in line)
         assert ("div=div.rn.f32" in line) == divides, line

@@ -400,11 +400,14 @@ def test_fused_ops_match_the_cpu_definitions(dtype):
 
 @gpu
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_top_p_draws_of_an_int_k_match_the_cpu(dtype):
-    """The top-k, top-p draws of an int k on the kernel (one program a row over the
-    select's best-first entries) against the CPU definitions token for token: logits
-    with ties, NaN and infinities, finite logits' probabilities, top_p tiny, in
-    between, 1 and per row, temperatures as a float and per row; and graph replays."""
+def test_top_p_draws_match_the_cpu(dtype):
+    """The top-k, top-p draws on the kernel (one program a row over the select's
+    best-first entries, passes over the row where the ranks that stay reach past them)
+    against the CPU definitions token for token: an int k, whole rows (k = 0) and a
+    per-row k with and without k_max (rows of k in (TOP_P_RANKS, V) and whole rows
+    among them); logits with ties, NaN and infinities (top-p sets of thousands at
+    a high temperature), finite logits' probabilities, top_p tiny, in between, 1 and
+    per row, temperatures as a float and per row; and graph replays."""
     from deepselect.engine import top_k_top_p_sampling_from_logits, top_k_top_p_sampling_from_probs
 
     rows = 40
@@ -413,24 +416,28 @@ def test_top_p_draws_of_an_int_k_match_the_cpu(dtype):
     seeds = torch.arange(rows, dtype=torch.int64, device=DEV) * 7919 + 5
     g = torch.Generator(device=DEV).manual_seed(45)
     rows_p = torch.rand(rows, generator=g, device=DEV, dtype=torch.float64).clamp(1e-6, 1)
-    temp = torch.rand(rows, generator=g, device=DEV) * 2 + 0.1
+    temp = torch.rand(rows, generator=g, device=DEV) * 4 + 0.1
+    per_row = torch.tensor([0, 3, 600, V, 2000, -1, 1, 50], device=DEV).repeat(rows // 8)
     f, h = top_k_top_p_sampling_from_logits, top_k_top_p_sampling_from_probs
     cpu = lambda t: t.cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
-    for k in (1, 50, 512, 4096):
+    for k, k_max in ((1, None), (50, None), (512, None), (4096, None), (0, None),
+                     (per_row, None), (per_row.clamp(max=600), 600)):  # fmt: skip
         for p in (1e-9, 0.5, 0.9, 1.0, rows_p):
             for t in (0.7, temp):
-                got = f(logits, k, p, temperature=t, seeds=seeds).cpu()
-                want = f(logits.cpu(), k, cpu(p), temperature=cpu(t), seeds=seeds.cpu())
+                got = f(logits, k, p, temperature=t, seeds=seeds, k_max=k_max).cpu()
+                want = f(logits.cpu(), cpu(k), cpu(p), temperature=cpu(t),
+                         seeds=seeds.cpu(), k_max=k_max)  # fmt: skip
                 assert torch.equal(got, want), (k, p, t)
-            got = h(probs, k, p, seeds=seeds).cpu()
-            assert torch.equal(got, h(probs.cpu(), k, cpu(p), seeds=seeds.cpu())), (k, p)
-    replay, res = captured(lambda: f(logits, 50, rows_p, temperature=temp, seeds=seeds))
+            got = h(probs, k, p, seeds=seeds, k_max=k_max).cpu()
+            want = h(probs.cpu(), cpu(k), cpu(p), seeds=seeds.cpu(), k_max=k_max)
+            assert torch.equal(got, want), (k, p)
+    replay, res = captured(lambda: f(logits, per_row, rows_p, temperature=temp, seeds=seeds))
     for step in range(3):
         if step:
             seeds.add_(rows)
             rows_p.copy_(torch.rand(rows, generator=g, device=DEV, dtype=torch.float64))
         replay()
-        assert torch.equal(res[0], f(logits, 50, rows_p, temperature=temp, seeds=seeds))
+        assert torch.equal(res[0], f(logits, per_row, rows_p, temperature=temp, seeds=seeds))
 
 
 @gpu

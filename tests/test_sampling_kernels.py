@@ -218,6 +218,68 @@ def test_top_p_draw_identical(kernels, kind):
             assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
+@pytest.mark.parametrize(
+    "kind, dtype",
+    [(kind, torch.float32) for kind in ("tiny", "distinct32", "signed_zeros", "normal")]
+    + [("tiny", torch.bfloat16), ("distinct32", torch.float16)],
+)
+def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype):
+    """Top-p draws whose kept ranks reach past the select's best-first entries (4 of
+    them here, ``TOP_P_RANKS`` patched): a per-row k without k_max (rows of k in (4, V)
+    find their k-th key in passes over the row), whole rows (k <= 0, >= V, as ints and
+    per row) that are flat ("tiny", or a high temperature) or peaked, ties at the cut
+    ("distinct32", +-0.0), NaN, +-inf and all-equal rows: the same tokens as the torch
+    definitions, for logits and probabilities, top_p tiny to 1 and per row."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    v = 300
+    x = rows_with_edges(kind, 9, v, dtype, seed=47)
+    seeds = torch.arange(9, dtype=torch.int64) * 7919 - 2**40
+    finite = torch.nan_to_num(x.float(), 0.0, 60.0, -60.0)
+    probs = torch.softmax(finite * (0.02 if kind == "normal" else 1.0), dim=1).to(dtype)
+    temp = torch.linspace(0.25, 8.0, 9)
+    rows_p = torch.tensor([0.5, 1.0, 1e-9, 0.9, 0.99, 0.3, 0.75, 0.6, 0.95], dtype=torch.float64)
+    per_row = per_row_k(9, v, 50)
+    f, g = engine.top_k_top_p_sampling_from_logits, engine.top_k_top_p_sampling_from_probs
+    for k, p, t in (
+        (per_row, rows_p, temp), (per_row, 0.5, 0.7), (per_row, 1.0, temp),
+        (0, 0.97, temp), (v + 3, rows_p, 0.7), (0, 1e-9, 0.7),
+    ):  # fmt: skip
+        want = f(x, k, p, temperature=t, seeds=seeds)
+        got = kernels(f, x, k, p, temperature=t, seeds=seeds)
+        assert torch.equal(got, want), (k, p, t, got, want)
+    for k, p in ((per_row, rows_p), (per_row, 0.97), (0, 0.5), (v + 3, 1.0)):
+        want = g(probs, k, p, seeds=seeds)
+        assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_top_p_draws_stay_in_the_kept_ties(kernels, monkeypatch, dtype):
+    """Rows of one value, past the select (``TOP_P_RANKS`` patched to 4): the top-k set
+    is the first ``kk`` columns and rank j stays while ``j < top_p * kk``, so every
+    draw is below ``ceil(top_p * kk)``; and the same tokens as the torch definitions.
+    Many rows, so a tie counted one too many at either cut (the k-th key's or the
+    weights') is drawn somewhere."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    rows, v = 64, 32
+    gen = torch.Generator().manual_seed(53)
+    k = torch.randint(5, v + 8, (rows,), generator=gen)
+    k[::7] = 0
+    x = torch.full((rows, v), -2.5, dtype=dtype)
+    seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
+    kk = torch.where((k <= 0) | (k >= v), v, k)
+    for top_p in (torch.rand(rows, generator=gen, dtype=torch.float64) * 0.9 + 0.05, 1.0):
+        bound = torch.ceil(torch.as_tensor(top_p, dtype=torch.float64) * kk).clamp(min=1)
+        for fn, t in ((engine.top_k_top_p_sampling_from_logits, 0.9), (None, None)):
+            if fn is None:
+                fn, args = engine.top_k_top_p_sampling_from_probs, (x.float().softmax(1).to(dtype),)
+                kw = {}
+            else:
+                args, kw = (x,), {"temperature": t}
+            got = kernels(fn, *args, k, top_p, seeds=seeds, **kw)
+            assert bool((got < bound).all()), (got, bound)
+            assert torch.equal(got, fn(*args, k, top_p, seeds=seeds, **kw))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_seeded_draw_16_bit(kernels, dtype):
     x, seeds = logits_and_seeds("distinct32", 6, 200, 29)

@@ -731,14 +731,23 @@ def _ranked_kept(x: torch.Tensor, k, k_max):
     return cols, keep.gather(1, cols)
 
 
-def _top_p_kernel(x, k: int, seeds, p, temp) -> torch.Tensor:
-    """The seeded top-k, top-p draw of an int ``0 < k < V`` on the kernels: the select
-    best first, then one program a row over it. ``p``, ``temp``: as the checks return
-    them (``temp`` None for probabilities)."""
-    vals, idx = _selection(x, int(k), True)
+def _top_p_kernel(x, k, k_max, seeds, p, temp) -> torch.Tensor:
+    """The seeded top-k, top-p draw on the kernels: the select best first (``k``
+    entries for an int ``0 < k < V``; else ``k_max``, or
+    :data:`.triton_sampling.TOP_P_RANKS`, of them), then one program a row over it,
+    reading the row again only where the ranks that stay reach past it. ``p``,
+    ``temp``: as the checks return them (``temp`` None for probabilities)."""
+    k, _ = _check_k(x, k, k_max)
+    kernels = sampling_kernels()
+    v = x.shape[1]
+    if isinstance(k, torch.Tensor) or not 0 < k < v:
+        m = min(kernels.TOP_P_RANKS if k_max is None else k_max, v)
+    else:
+        m = k
+    vals, idx = _selection(x, m, True)
     squeeze = lambda t: t[:, 0] if isinstance(t, torch.Tensor) else t  # noqa: E731
-    return sampling_kernels().top_p_draw(
-        x, vals, idx, seeds, squeeze(p), 1.0 if temp is None else squeeze(temp),
+    return kernels.top_p_draw(
+        x, k, vals, idx, seeds, squeeze(p), 1.0 if temp is None else squeeze(temp),
         from_probs=temp is None,
     )  # fmt: skip
 
@@ -853,8 +862,8 @@ def top_k_top_p_sampling_from_logits(
     temp = _check_temperature(temperature, rows, logits.device)
     p = _check_top_p(top_p, rows, logits.device)
     seeds = _device_seeds(logits, generator, seeds)
-    if seeds is not None and _uses_kernels(logits) and _int_k_selects(logits, k, k_max):
-        return _top_p_kernel(logits, k, seeds, p, temp)
+    if seeds is not None and _uses_kernels(logits):
+        return _top_p_kernel(logits, k, k_max, seeds, p, temp)
     cols, kept = _ranked_kept(logits, k, k_max)
     scaled = logits.gather(1, cols).to(torch.float32) / temp
     weights = torch.softmax(torch.where(kept, scaled, float("-inf")), dim=1)
@@ -892,8 +901,8 @@ def top_k_top_p_sampling_from_probs(
     _check_randomness(rows, probs.device, generator, seeds)
     p = _check_top_p(top_p, rows, probs.device)
     seeds = _device_seeds(probs, generator, seeds)
-    if seeds is not None and _uses_kernels(probs) and _int_k_selects(probs, k, k_max):
-        return _top_p_kernel(probs, k, seeds, p, None)
+    if seeds is not None and _uses_kernels(probs):
+        return _top_p_kernel(probs, k, k_max, seeds, p, None)
     cols, kept = _ranked_kept(probs, k, k_max)
     vals = probs.gather(1, cols)
     return _top_p_draw(vals, vals, cols, kept, p, seeds, generator, from_probs=True)

@@ -55,6 +55,15 @@ RANK_MAX = 1024
 themselves (one sort of the row's selection in every program, from L2), so that the
 select may leave it in any order; a larger one is selected best first."""
 
+TOP_P_RANKS = 1024
+"""The entries a row's top-p draw selects (best first) where ``k`` does not bound
+them (a per-row ``k`` without ``k_max``, or a whole row): a row whose ranks that stay
+reach past them is read again (:func:`top_p_draw`), a bounded but slower path."""
+
+ROW_BLOCK = 256
+"""Entries a step of :func:`top_p_draw`'s passes over a row (its digit sums are
+``ROW_BLOCK x 4`` registers)."""
+
 NUM_WARPS = 4
 
 _BY_VALUE = TopkOptions(order=Order.VALUE)  # the two-launch path's select
@@ -219,6 +228,7 @@ def gumbel_draw(
 
 def top_p_draw(
     x: torch.Tensor,
+    k: int | torch.Tensor,
     vals: torch.Tensor,
     idx: torch.Tensor,
     seeds: torch.Tensor,
@@ -227,24 +237,32 @@ def top_p_draw(
     *,
     from_probs: bool = False,
 ) -> torch.Tensor:
-    """int64 ``[rows]``: each row's seeded draw after top-p over its ``m`` selected
-    entries ``vals`` / ``idx`` (``[rows, m]``, best first, every one kept: an int k),
-    as ``engine._top_p_draw`` defines it. ``top_p``: a float or an fp64 ``[rows]``
-    tensor; ``temperature``: a float or a float ``[rows]`` tensor (logits only). One
-    launch (and one fill of the scalar ``top_p`` on the device)."""
+    """int64 ``[rows]``: each row's seeded draw after its top-k (``k`` an int or an
+    integer ``[rows]`` tensor; ``<= 0`` or ``>= V``: the whole row) and top-p, as
+    ``engine._top_p_draw`` defines it, from its ``m`` selected entries ``vals`` /
+    ``idx`` (``[rows, m]``, best first, ``m >= 1``), reading the row itself where the
+    ranks that stay reach past them. ``top_p``: a float or an fp64 ``[rows]`` tensor;
+    ``temperature``: a float or a float ``[rows]`` tensor (logits only). One launch
+    (and one fill of the scalar ``top_p`` on the device)."""
     rows, m = vals.shape
+    v = x.shape[1]
     out = torch.empty(rows, dtype=torch.int64, device=x.device)
     if rows == 0:
         return out
     p_tensor = isinstance(top_p, torch.Tensor)
     p = top_p if p_tensor else torch.full((1,), float(top_p), dtype=torch.float64, device=x.device)
     temp_tensor = isinstance(temperature, torch.Tensor)
+    k_tensor = isinstance(k, torch.Tensor)
     keys = _key_args(x.dtype)
+    # fixed-point weights (ops.triton.sampling._fixed): V of them sum below 2**62
+    fix = float(2 ** (62 - max(v, 1).bit_length()))
     _top_p[(rows,)](
-        vals.view(_RAW[x.dtype]), idx, seeds, temperature if temp_tensor else x,
-        1.0 if temp_tensor else float(temperature), p, out, m,
-        TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
-        KEY_BITS=keys["KEY_BITS"], FP16=keys["FP16"], PRECISE_LOG=not _interpreting(),
-        BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)), num_warps=NUM_WARPS,
+        x.view(_RAW[x.dtype]), x.stride(0), x.stride(1), vals.view(_RAW[x.dtype]), idx,
+        k if k_tensor else x, 0 if k_tensor else int(k), seeds,
+        temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature), p,
+        out, v, m, fix,
+        K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
+        PRECISE_LOG=not _interpreting(), BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
+        ROW_BLOCK=ROW_BLOCK, num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out

@@ -398,9 +398,9 @@ def _whole_row(x_row, dst_row, N, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
 @triton.jit
 def _top_p_weights(raw, t, ok, mx, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
                    FROM_PROBS: tl.constexpr, PRECISE: tl.constexpr):  # fmt: skip
-    """fp32 ``(score, unnormalised weight)`` of selected entries: ``(log p, p)``, or
-    ``(s, exp(s - mx))`` with ``s = logit / t`` correctly rounded and ``mx`` the row's
-    best ``s``; 0 weight where not ``ok``."""
+    """fp32 ``(score, unnormalised weight)`` of entries: ``(p, p)``, or ``(s, exp(s -
+    mx))`` with ``s = logit / t`` correctly rounded and ``mx`` the row's best ``s``; 0
+    weight where not ``ok``."""
     v = _as_f32(raw, KEY_BITS, FP16)
     if FROM_PROBS:
         s = v
@@ -415,20 +415,97 @@ def _top_p_weights(raw, t, ok, mx, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
 
 
 @triton.jit
-def top_p_draw_kernel(
-    val_ptr, idx_ptr, seeds_ptr, temp_ptr, temp_scalar, p_ptr, out_ptr, m,
-    TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
-    KEY_BITS: tl.constexpr, FP16: tl.constexpr, PRECISE_LOG: tl.constexpr,
-    BLOCK: tl.constexpr,
+def _fixed(w, fix):
+    """A weight in ``[0, 1]`` as an int64 multiple of ``1 / fix`` (a power of two, so
+    that a row's sum stays below ``2**62``), rounded to nearest: sums of them are exact,
+    whatever their order."""
+    w = tl.minimum(tl.maximum(w, 0.0), 1.0)
+    return (w.to(tl.float64) * fix + 0.5).to(tl.int64)
+
+
+@triton.jit
+def _descend(
+    x_row, sx_col, V, target, t, mx, fix, BY_MASS: tl.constexpr, KEY_BITS: tl.constexpr,
+    INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
+    PRECISE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """``out[row]``: ``engine._top_p_draw`` of a row's ``m`` selected entries, best
-    first (an int k: every one kept): rank j stays when the weights of the ranks
-    before it, summed in fp64, are below ``top_p`` times their total (rank 0 always);
-    then the seeded Gumbel-max draw of :func:`gumbel_draw_kernel` over the ranks that
-    stay (``logit / temperature`` or ``log p``), the top-1 where it is not finite. The
-    weights are ``p``, or ``exp(s - max s)`` (the softmax before its division: the cut
-    compares sums of one scale). Two passes over the selection, from L2."""
+    """The key ``tk`` where the row's running count (or, ``BY_MASS``, its fixed-point
+    weight, :func:`_fixed`) from the best entry first reaches ``target`` (an fp64):
+    ``(tk, count above, weight above, count at, weight at)``, where "above" is every
+    key beyond ``tk`` (which stays below the target) and "at" the entries of key
+    ``tk`` (which reach it). Two bits of the key a pass over the row, each pass summing
+    the four digits' counts and weights in registers, so the result does not depend on
+    any order of additions. Bounded: ``KEY_BITS / 2`` reads of the row."""
+    digit = tl.arange(0, 4)
+    tk = tl.zeros([], tl.uint32)
+    gt_c = tl.zeros([], tl.int64)
+    gt_m = tl.zeros([], tl.int64)
+    at_c = tl.zeros([], tl.int64)
+    at_m = tl.zeros([], tl.int64)
+    for lvl in tl.static_range(KEY_BITS // 2):
+        sh = KEY_BITS - 2 * (lvl + 1)
+        cnt = tl.zeros([BLOCK, 4], tl.int32)
+        mass = tl.zeros([BLOCK, 4], tl.int64)
+        for s in range(0, V, BLOCK):
+            c = s + tl.arange(0, BLOCK)
+            ok = c < V
+            raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
+            key = _keys(raw, KEY_BITS, INF_BITS)
+            if lvl > 0:  # within the digits found so far
+                ok = ok & ((key >> (sh + 2)) == (tk >> (sh + 2)))
+            _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+            ge = (((key >> sh) & 3)[:, None] >= digit[None, :]) & ok[:, None]
+            cnt += ge.to(tl.int32)
+            mass += tl.where(ge, _fixed(w, fix)[:, None], 0)
+        c_ge = tl.sum(cnt, axis=0).to(tl.int64)  # entries whose digit is >= each digit
+        m_ge = tl.sum(mass, axis=0)
+        if BY_MASS:
+            reach = (gt_m + m_ge).to(tl.float64) >= target
+        else:
+            reach = (gt_c + c_ge).to(tl.float64) >= target
+        d = tl.maximum(tl.sum(reach.to(tl.int32), axis=0) - 1, 0)  # the last that reaches
+        tk = tk | (d.to(tl.uint32) << sh)
+        at_c = gt_c + tl.sum(tl.where(digit == d, c_ge, 0), axis=0)
+        at_m = gt_m + tl.sum(tl.where(digit == d, m_ge, 0), axis=0)
+        gt_c = gt_c + tl.sum(tl.where(digit == d + 1, c_ge, 0), axis=0)
+        gt_m = gt_m + tl.sum(tl.where(digit == d + 1, m_ge, 0), axis=0)
+    return tk, gt_c, gt_m, at_c - gt_c, at_m - gt_m
+
+
+@triton.jit
+def top_p_draw_kernel(
+    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr,
+    temp_scalar, p_ptr, out_ptr, V, m, fix,
+    K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
+    FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
+    FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``out[row]``: ``engine._top_p_draw`` of a row (logits scaled by ``temperature``,
+    or probabilities) with ``m`` entries selected best first: its top-k set is its
+    best ``kk = k[row]`` entries (the whole row where ``k <= 0`` or ``k >= V``); rank j
+    of it stays when the weights of the ranks before it are below ``top_p`` times the
+    set's total (rank 0 always, every rank where ``top_p >= 1``); then the seeded
+    Gumbel-max draw of :func:`gumbel_draw_kernel` over the ranks that stay, the top-1
+    where it is not finite. The weights are ``p``, or ``exp(s - max s)`` (the softmax
+    before its division: the cut compares sums of one scale).
+
+    * Where the ranks that stay are within the selection (``kk <= m``; or a whole
+      row, whose weights summed in one read of it reach the cut inside the
+      selection): fp64 sums over the selection, from L2.
+    * Else (a flat row, or ``m < kk < V``): bounded passes over the row. The ``kk``-th
+      key and the set's total by :func:`_descend` on counts (where ``kk < V``), then
+      the key where the weights reach the cut by :func:`_descend` on weights, in
+      fixed point; then a draw over the row, the ties at that key by column."""
     row = tl.program_id(0).to(tl.int64)
+    if K_TENSOR:
+        kr = tl.load(k_ptr + row).to(tl.int64)
+    else:
+        kr = row * 0 + k_scalar
+    whole = (kr <= 0) | (kr >= V)
+    kk = tl.where(whole, V, kr)
+    n = tl.minimum(kk, m)  # the ranks of the set within the selection
+    beyond = kk > m
     seed = tl.load(seeds_ptr + row)
     key = _mix32(seed.to(tl.uint32) ^ _mix32((seed >> 32).to(tl.uint32) ^ GOLDEN))
     if TEMP_TENSOR:
@@ -440,39 +517,103 @@ def top_p_draw_kernel(
     else:
         top_p = tl.load(p_ptr) + tl.zeros([BLOCK], tl.float64)
     base = val_ptr + row * m
-    mx = tl.math.div_rn(_as_f32(tl.load(base), KEY_BITS, FP16), t)  # rank 0: the best
+    x_row = x_ptr + row * sx_row
+    # rank 0: the best score (p itself for probabilities)
+    mx, _ = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
     total = tl.zeros([BLOCK], tl.float64)
-    for s in range(0, m, BLOCK):
+    for s in range(0, n, BLOCK):
         j = s + tl.arange(0, BLOCK)
-        raw = tl.load(base + j, mask=j < m, other=0)
-        _, w = _top_p_weights(raw, t, j < m, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+        raw = tl.load(base + j, mask=j < n, other=0)
+        _, w = _top_p_weights(raw, t, j < n, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
         total += w.to(tl.float64)
-    cut = top_p * tl.sum(total, axis=0)
+    sel = tl.sum(total, axis=0)
+    row_sum = tl.zeros([ROW_BLOCK], tl.float64)
+    row_fix = tl.zeros([ROW_BLOCK], tl.int64)
+    if beyond & whole:  # the whole row's weights, in one read
+        for r in range(0, V, ROW_BLOCK):
+            c = r + tl.arange(0, ROW_BLOCK)
+            raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
+            _, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            row_sum += w.to(tl.float64)
+            row_fix += _fixed(w, fix)
+    cut = top_p * tl.where(beyond, tl.sum(row_sum, axis=0), sel)
     every = top_p >= 1.0
-    run = tl.zeros([], tl.float64)  # the weights of the ranks before this step's first
-    best = tl.full([BLOCK], float("-inf"), tl.float32)
-    best_col = tl.full([BLOCK], COL_NONE, tl.int64)
-    nan = tl.zeros([BLOCK], tl.int32)
-    for u in range(0, m, BLOCK):  # (not s: its type would differ between loops)
-        j = u + tl.arange(0, BLOCK)
-        ok = j < m
-        raw = tl.load(base + j, mask=ok, other=0)
-        score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
-        prev = tl.load(base + j - 1, mask=ok & (j > 0), other=0)
-        _, wp = _top_p_weights(
-            prev, t, ok & (j > 0), mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG
-        )  # fmt: skip
-        before = run + tl.cumsum(wp.to(tl.float64), axis=0)
-        run += tl.sum(wp.to(tl.float64), axis=0)
-        stays = ok & ((before < cut) | (j == 0) | every)
-        col = tl.load(idx_ptr + row * m + j, mask=ok, other=0).to(tl.int64)
-        if FROM_PROBS:
-            score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
-        best, best_col, nan = _gumbel_step(
-            score, col, key, stays, best, best_col, nan, PRECISE_LOG
-        )  # fmt: skip
-    b = tl.max(best, axis=0)
-    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+    finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
+    # the selection holds every rank that stays, or the row has no distribution
+    inside = tl.max(((sel >= cut) & ~every).to(tl.int32), axis=0) & whole.to(tl.int32)
+    inside = inside | (~beyond | ~finite).to(tl.int32)
+    b = tl.full([], float("-inf"), tl.float32)  # the best Gumbel score, its column
+    b_col = tl.full([], COL_NONE, tl.int64)
+    fine = b == b
+    if inside != 0:
+        best = tl.full([BLOCK], float("-inf"), tl.float32)
+        best_col = tl.full([BLOCK], COL_NONE, tl.int64)
+        nan = tl.zeros([BLOCK], tl.int32)
+        run = tl.zeros([], tl.float64)  # the weights of the ranks before this step's first
+        for u in range(0, n, BLOCK):  # (not s: its type would differ between loops)
+            j = u + tl.arange(0, BLOCK)
+            ok = j < n
+            raw = tl.load(base + j, mask=ok, other=0)
+            score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            prev = tl.load(base + j - 1, mask=ok & (j > 0), other=0)
+            _, wp = _top_p_weights(
+                prev, t, ok & (j > 0), mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG
+            )  # fmt: skip
+            before = run + tl.cumsum(wp.to(tl.float64), axis=0)
+            run += tl.sum(wp.to(tl.float64), axis=0)
+            stays = ok & ((before < cut) | (j == 0) | every)
+            col = tl.load(idx_ptr + row * m + j, mask=ok, other=0).to(tl.int64)
+            if FROM_PROBS:
+                score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
+            best, best_col, nan = _gumbel_step(
+                score, col, key, stays, best, best_col, nan, PRECISE_LOG
+            )  # fmt: skip
+        b = tl.max(best, axis=0)
+        b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+        fine = tl.max(nan, axis=0) == 0
+    else:
+        # the set: keys above tk, and the first n_at of key tk by column
+        tk = tl.zeros([], tl.uint32)
+        n_at = V + row * 0
+        set_fix = tl.sum(row_fix, axis=0)
+        if kk < V:
+            tk, gt_c, gt_m, at_c, at_m = _descend(
+                x_row, sx_col, V, kk.to(tl.float64), t, mx, fix, False, KEY_BITS,
+                INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
+            )  # fmt: skip
+            n_at = kk - gt_c
+            set_fix = gt_m + n_at * (at_m // tl.maximum(at_c, 1))
+        if tl.max((~every).to(tl.int32), axis=0) != 0:
+            cut_fix = tl.max(top_p, axis=0) * set_fix.to(tl.float64)
+            tk, gt_c, gt_m, at_c, at_m = _descend(
+                x_row, sx_col, V, cut_fix, t, mx, fix, True, KEY_BITS, INF_BITS, FP16,
+                FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
+            )  # fmt: skip
+            w_at = tl.maximum(at_m // tl.maximum(at_c, 1), 1)  # ties: one value, one weight
+            need = tl.ceil((cut_fix - gt_m.to(tl.float64)) / w_at.to(tl.float64)).to(tl.int64)
+            n_at = tl.minimum(tl.maximum(need, 1), at_c)
+        seen = tl.zeros([], tl.int64)  # entries of key tk in the columns before this step
+        row_best = tl.full([ROW_BLOCK], float("-inf"), tl.float32)
+        row_col = tl.full([ROW_BLOCK], COL_NONE, tl.int64)
+        row_nan = tl.zeros([ROW_BLOCK], tl.int32)
+        for q in range(0, V, ROW_BLOCK):
+            c = q + tl.arange(0, ROW_BLOCK)
+            ok = c < V
+            raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
+            kc = _keys(raw, KEY_BITS, INF_BITS)
+            tie = ok & (kc == tk)
+            order = seen + tl.cumsum(tie.to(tl.int64), axis=0) - tie.to(tl.int64)
+            seen += tl.sum(tie.to(tl.int64), axis=0)
+            stays = ok & ((kc > tk) | (tie & (order < n_at)))
+            score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            if FROM_PROBS:
+                score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
+            row_best, row_col, row_nan = _gumbel_step(
+                score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, PRECISE_LOG
+            )  # fmt: skip
+        b = tl.max(row_best, axis=0)
+        b_col = tl.min(tl.where(row_best == b, row_col, COL_NONE), axis=0)
+        fine = tl.max(row_nan, axis=0) == 0
     top = tl.load(idx_ptr + row * m).to(tl.int64)
-    fine = (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
+    fine = fine & (b > float("-inf")) & (b < float("inf"))
     tl.store(out_ptr + row, tl.where(fine, b_col, top))
