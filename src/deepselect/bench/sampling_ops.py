@@ -3,7 +3,7 @@ against FlashInfer's and against one read + one write of the logits (``x * 1.0``
 
 Grid (GPU): op {top_k_mask_logits, top_k_renorm_probs, top_k_sampling_from_logits,
 top_k_sampling_from_probs, top_k_top_p_sampling_from_logits / _from_probs (top_p =
-0.9)} x batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
+0.9), top_p_sampling_from_probs (k = 0: top-p over whole rows, once a shape)} x batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
 k {50, 512, 1024} x k {an int, a per-row tensor}; ``--quick`` a subset that runs in
 about a minute. Each case: deepselect eager and CUDA-graph replay, FlashInfer's same
 op (eager and replay; empty columns where ``flashinfer`` does not import or has no
@@ -37,7 +37,9 @@ OPS = (
     "top_k_sampling_from_probs",
     "top_k_top_p_sampling_from_logits",
     "top_k_top_p_sampling_from_probs",
+    "top_p_sampling_from_probs",
 )
+TOP_P_ONLY = "top_p_sampling_from_probs"  # ours: k = 0 (whole rows), one case a shape
 TOP_P = 0.9  # the top-p operations' threshold (a float: FlashInfer's scalar form)
 GRID = dict(batch=(1, 64, 256, 1024, 4096), vocab=(129280, 152064), k=(50, 512, 1024))
 QUICK = dict(batch=(1, 256, 4096), vocab=(129280,), k=(50, 512))
@@ -80,6 +82,9 @@ def _inputs(op: str, batch: int, vocab: int, k: int, per_row: bool, device: str,
 
 
 def _ours(op: str, kw: dict, batch: int, device: str) -> Callable:
+    if op == TOP_P_ONLY:
+        seeds = torch.arange(batch, dtype=torch.int64, device=device)
+        return lambda x: engine.top_k_top_p_sampling_from_probs(x, 0, TOP_P, seeds=seeds)
     fn = getattr(engine, op)
     if "top_p" in op:
         seeds = torch.arange(batch, dtype=torch.int64, device=device)
@@ -91,6 +96,8 @@ def _ours(op: str, kw: dict, batch: int, device: str) -> Callable:
 
 
 def _theirs(op: str, fn: Callable, top_k) -> Callable:
+    if op == TOP_P_ONLY:
+        return lambda x: fn(x, TOP_P, deterministic=True)
     if "top_p" in op:
         return lambda x: fn(x, top_k, TOP_P, deterministic=True)
     if "sampling" in op:
@@ -142,11 +149,12 @@ def grid(args: argparse.Namespace, device: str) -> list[tuple]:
     batches = args.batch or base["batch"]
     vocabs = args.n or base["vocab"]
     ks = args.k or base["k"]
-    return [
+    cases = [
         (op, b, v, k, per_row)
         for op, b, v, k, per_row in itertools.product(OPS, batches, vocabs, ks, (False, True))
-        if k < v
+        if k < v and op != TOP_P_ONLY
     ]
+    return cases + [(TOP_P_ONLY, b, v, 0, False) for b in batches for v in vocabs]
 
 
 def _fmt(v) -> str:
