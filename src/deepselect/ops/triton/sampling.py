@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .common import _best_first_keys, _survivors, _to_key, _values_of
+from .common import _best_first_keys, _key_to_raw, _survivors, _to_key, _values_of
 
 # engine._mix32 / _uniform_at's constants, as uint32 arithmetic (products wrap mod 2**32
 # exactly as the int64 products there are masked to 32 bits)
@@ -429,23 +429,22 @@ def _descend(
     INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
     PRECISE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """The key ``tk`` where the row's running count (or, ``BY_MASS``, its fixed-point
-    weight, :func:`_fixed`) from the best entry first reaches ``target`` (an fp64):
-    ``(tk, count above, weight above, count at, weight at)``, where "above" is every
-    key beyond ``tk`` (which stays below the target) and "at" the entries of key
-    ``tk`` (which reach it). Two bits of the key a pass over the row, each pass summing
-    the four digits' counts and weights in registers, so the result does not depend on
-    any order of additions. Bounded: ``KEY_BITS / 2`` reads of the row."""
+    """``(tk, above)``: the key where the row's running count (or, ``BY_MASS``, its
+    fixed-point weight, :func:`_fixed`) from the best entry first reaches ``target``
+    (an fp64), and the count (weight) of the keys beyond it, which stays below the
+    target. Two bits of the key a pass over the row, each pass summing in registers
+    the count (weight) of the entries whose digit is at least each of the four, so
+    the result does not depend on any order of additions. Bounded: ``KEY_BITS / 2``
+    reads of the row."""
     digit = tl.arange(0, 4)
     tk = tl.zeros([], tl.uint32)
-    gt_c = tl.zeros([], tl.int64)
-    gt_m = tl.zeros([], tl.int64)
-    at_c = tl.zeros([], tl.int64)
-    at_m = tl.zeros([], tl.int64)
+    above = tl.zeros([], tl.int64)
     for lvl in tl.static_range(KEY_BITS // 2):
         sh = KEY_BITS - 2 * (lvl + 1)
-        cnt = tl.zeros([BLOCK, 4], tl.int32)
-        mass = tl.zeros([BLOCK, 4], tl.int64)
+        if BY_MASS:
+            acc = tl.zeros([BLOCK, 4], tl.int64)
+        else:
+            acc = tl.zeros([BLOCK, 4], tl.int32)
         for s in range(0, V, BLOCK):
             c = s + tl.arange(0, BLOCK)
             ok = c < V
@@ -453,23 +452,30 @@ def _descend(
             key = _keys(raw, KEY_BITS, INF_BITS)
             if lvl > 0:  # within the digits found so far
                 ok = ok & ((key >> (sh + 2)) == (tk >> (sh + 2)))
-            _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
             ge = (((key >> sh) & 3)[:, None] >= digit[None, :]) & ok[:, None]
-            cnt += ge.to(tl.int32)
-            mass += tl.where(ge, _fixed(w, fix)[:, None], 0)
-        c_ge = tl.sum(cnt, axis=0).to(tl.int64)  # entries whose digit is >= each digit
-        m_ge = tl.sum(mass, axis=0)
-        if BY_MASS:
-            reach = (gt_m + m_ge).to(tl.float64) >= target
-        else:
-            reach = (gt_c + c_ge).to(tl.float64) >= target
+            if BY_MASS:
+                _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+                acc += tl.where(ge, _fixed(w, fix)[:, None], 0)
+            else:
+                acc += ge.to(tl.int32)
+        at_least = tl.sum(acc, axis=0).to(tl.int64)  # of each digit or a higher one
+        reach = (above + at_least).to(tl.float64) >= target
         d = tl.maximum(tl.sum(reach.to(tl.int32), axis=0) - 1, 0)  # the last that reaches
         tk = tk | (d.to(tl.uint32) << sh)
-        at_c = gt_c + tl.sum(tl.where(digit == d, c_ge, 0), axis=0)
-        at_m = gt_m + tl.sum(tl.where(digit == d, m_ge, 0), axis=0)
-        gt_c = gt_c + tl.sum(tl.where(digit == d + 1, c_ge, 0), axis=0)
-        gt_m = gt_m + tl.sum(tl.where(digit == d + 1, m_ge, 0), axis=0)
-    return tk, gt_c, gt_m, at_c - gt_c, at_m - gt_m
+        above = above + tl.sum(tl.where(digit == d + 1, at_least, 0), axis=0)
+    return tk, above
+
+
+@triton.jit
+def _fixed_at(tk, t, mx, fix, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
+              FROM_PROBS: tl.constexpr, PRECISE: tl.constexpr):  # fmt: skip
+    """:func:`_fixed` weight of the entries of key ``tk`` (not NaN's): one value."""
+    if KEY_BITS == 16:
+        raw = _key_to_raw(tk, 0xFFFF, 0x8000, True).to(tl.uint16).to(tl.int16, bitcast=True)
+    else:
+        raw = _key_to_raw(tk, 0xFFFFFFFF, 0x80000000, True).to(tl.int32, bitcast=True)
+    _, w = _top_p_weights(raw, t, True, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+    return _fixed(w, fix)
 
 
 @triton.jit
@@ -519,7 +525,7 @@ def top_p_draw_kernel(
     base = val_ptr + row * m
     x_row = x_ptr + row * sx_row
     # rank 0: the best score (p itself for probabilities)
-    mx, _ = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+    mx, w0 = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
     total = tl.zeros([BLOCK], tl.float64)
     for s in range(0, n, BLOCK):
         j = s + tl.arange(0, BLOCK)
@@ -576,22 +582,31 @@ def top_p_draw_kernel(
         tk = tl.zeros([], tl.uint32)
         n_at = V + row * 0
         set_fix = tl.sum(row_fix, axis=0)
-        if kk < V:
-            tk, gt_c, gt_m, at_c, at_m = _descend(
+        if kk < V:  # the kk-th key, then the weight of the set
+            tk, above = _descend(
                 x_row, sx_col, V, kk.to(tl.float64), t, mx, fix, False, KEY_BITS,
                 INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
             )  # fmt: skip
-            n_at = kk - gt_c
-            set_fix = gt_m + n_at * (at_m // tl.maximum(at_c, 1))
-        if tl.max((~every).to(tl.int32), axis=0) != 0:
+            n_at = kk - above
+            heavier = tl.zeros([ROW_BLOCK], tl.int64)
+            for r2 in range(0, V, ROW_BLOCK):
+                c = r2 + tl.arange(0, ROW_BLOCK)
+                raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
+                ok = (c < V) & (_keys(raw, KEY_BITS, INF_BITS) > tk)
+                _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+                heavier += _fixed(w, fix)
+            at = _fixed_at(tk, t, mx, fix, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            set_fix = tl.sum(heavier, axis=0) + n_at * at
+        if tl.max((~every).to(tl.int32), axis=0) != 0:  # the key where the cut falls
             cut_fix = tl.max(top_p, axis=0) * set_fix.to(tl.float64)
-            tk, gt_c, gt_m, at_c, at_m = _descend(
+            tk, above = _descend(
                 x_row, sx_col, V, cut_fix, t, mx, fix, True, KEY_BITS, INF_BITS, FP16,
                 FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
             )  # fmt: skip
-            w_at = tl.maximum(at_m // tl.maximum(at_c, 1), 1)  # ties: one value, one weight
-            need = tl.ceil((cut_fix - gt_m.to(tl.float64)) / w_at.to(tl.float64)).to(tl.int64)
-            n_at = tl.minimum(tl.maximum(need, 1), at_c)
+            # ties: one value, one weight (> 0, as the cut falls among them)
+            at = tl.maximum(_fixed_at(tk, t, mx, fix, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG), 1)
+            need = tl.ceil((cut_fix - above.to(tl.float64)) / at.to(tl.float64)).to(tl.int64)
+            n_at = tl.maximum(need, 1)
         seen = tl.zeros([], tl.int64)  # entries of key tk in the columns before this step
         row_best = tl.full([ROW_BLOCK], float("-inf"), tl.float32)
         row_col = tl.full([ROW_BLOCK], COL_NONE, tl.int64)
