@@ -3,7 +3,8 @@ against FlashInfer's and against one read + one write of the logits (``x * 1.0``
 
 Grid (GPU): op {top_k_mask_logits, top_k_renorm_probs, top_k_sampling_from_logits,
 top_k_sampling_from_probs, top_k_top_p_sampling_from_logits / _from_probs (top_p =
-0.9), top_p_sampling_from_probs (k = 0: top-p over whole rows, once a shape)} x batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
+0.9), top_p_sampling_from_probs (k = 0: top-p over whole rows, once a shape)} x
+batch {1, 64, 256, 1024, 4096} x vocab {129280, 152064} x
 k {50, 512, 1024} x k {an int, a per-row tensor}; ``--quick`` a subset that runs in
 about a minute. Each case: deepselect eager and CUDA-graph replay, FlashInfer's same
 op (eager and replay; empty columns where ``flashinfer`` does not import or has no
