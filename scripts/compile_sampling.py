@@ -1,7 +1,8 @@
 """Build every variant of the sampling kernels (:mod:`deepselect.ops.triton.sampling`)
 for an H100/H200 (sm_90) without a GPU, and print one line per kernel: its variant and
 the PTX division instructions it uses (the renorm pass and the logits draw must divide
-correctly rounded, ``div.rn.f32``, as torch does), and its registers and spills.
+correctly rounded, ``div.rn.f32``, as torch does), its shared memory in bytes (the
+top-p draw's 256 int64 sums need 2,048), and its registers and spills.
 
     python scripts/compile_sampling.py
 """
@@ -35,12 +36,13 @@ RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
 
 def build(fn, sig: dict, consts: dict) -> str:
     sig = {**sig, **{k: "constexpr" for k in consts}}
-    ptx = triton.compile(ASTSource(fn, signature=sig, constexprs=consts), target=TARGET).asm["ptx"]
+    kernel = triton.compile(ASTSource(fn, signature=sig, constexprs=consts), target=TARGET)
+    ptx = kernel.asm["ptx"]
     flags = " ".join(f"{k}={int(v)}" for k, v in consts.items() if isinstance(v, bool))
     divs = sorted(set(re.findall(r"\bdiv\.\w+\.f32", ptx)))
     return (
         f"{fn.__name__} bits={consts['KEY_BITS']} {flags} div={','.join(divs) or '-'} "
-        f"{ptxas_report(ptx)}"
+        f"smem={kernel.metadata.shared} {ptxas_report(ptx)}"
     )
 
 
@@ -77,8 +79,8 @@ def main() -> None:
                        temp_scalar="fp32", p_ptr="*fp64", out_ptr="*i64", V="i32", m="i32",
                        fix="fp32")  # fmt: skip
             consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
-                          FROM_PROBS=probs, PRECISE_LOG=True, BLOCK=1024, ROW_BLOCK=ROW_BLOCK,
-                          **keys)  # fmt: skip
+                          FROM_PROBS=probs, PRECISE_LOG=True, SMEM=True, BLOCK=1024,
+                          ROW_BLOCK=ROW_BLOCK, **keys)  # fmt: skip
             print(build(sampling.top_p_draw_kernel, sig, consts))
 
 

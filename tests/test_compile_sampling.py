@@ -35,3 +35,5 @@ def test_every_sampling_kernel_builds_with_correctly_rounded_divisions():
         divides = "RENORM=1" in line or ("draw_kernel" in line and "FROM_PROBS=0" in line)
         assert ("div=div.rn.f32" in line) == divides, line
         assert " regs=" in line and " regs=?" not in line, line
+        if line.startswith("top_p_draw_kernel"):  # the descent's sums in shared memory
+            assert int(line.split(" smem=")[1].split()[0]) >= 256 * 8, line

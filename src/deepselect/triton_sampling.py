@@ -28,6 +28,7 @@ from .ops.triton.sampling import (
 )
 from .options import Order, TopkOptions
 from .triton_backend import LaunchConfig, run_triton, streams
+from .triton_short import smem_hist
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
 _sums = launch_cache.cached(kept_sums_kernel)
@@ -61,8 +62,8 @@ them (a per-row ``k`` without ``k_max``, or a whole row): a row whose ranks that
 reach past them is read again (:func:`top_p_draw`), a bounded but slower path."""
 
 ROW_BLOCK = 256
-"""Entries a step of :func:`top_p_draw`'s passes over a row (its digit sums are
-``ROW_BLOCK x 4`` registers)."""
+"""Entries a step of :func:`top_p_draw`'s passes over a row: at least the program's
+threads (``32 * NUM_WARPS``), as its shared-memory sums need."""
 
 NUM_WARPS = 4
 
@@ -262,7 +263,8 @@ def top_p_draw(
         temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature), p,
         out, v, m, fix,
         K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
-        PRECISE_LOG=not _interpreting(), BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
-        ROW_BLOCK=ROW_BLOCK, num_warps=NUM_WARPS, **keys,
+        PRECISE_LOG=not _interpreting(), SMEM=smem_hist(),
+        BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)), ROW_BLOCK=ROW_BLOCK,
+        num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out

@@ -33,6 +33,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from .common import _best_first_keys, _key_to_raw, _survivors, _to_key, _values_of
+from .sync import _smem_wide_add, _smem_wide_read, _smem_wide_zero
 
 # engine._mix32 / _uniform_at's constants, as uint32 arithmetic (products wrap mod 2**32
 # exactly as the int64 products there are masked to 32 bits)
@@ -427,42 +428,50 @@ def _fixed(w, fix):
 def _descend(
     x_row, sx_col, V, target, t, mx, fix, BY_MASS: tl.constexpr, KEY_BITS: tl.constexpr,
     INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
-    PRECISE: tl.constexpr, BLOCK: tl.constexpr,
+    PRECISE: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """``(tk, above)``: the key where the row's running count (or, ``BY_MASS``, its
     fixed-point weight, :func:`_fixed`) from the best entry first reaches ``target``
     (an fp64), and the count (weight) of the keys beyond it, which stays below the
-    target. Two bits of the key a pass over the row, each pass summing in registers
-    the count (weight) of the entries whose digit is at least each of the four, so
-    the result does not depend on any order of additions. Bounded: ``KEY_BITS / 2``
-    reads of the row."""
-    digit = tl.arange(0, 4)
+    target. A radix descent, eight key bits a pass over the row: each pass sums the
+    count (weight) of the entries in each of 256 bins of the next digit, among those
+    whose higher digits are found, by int64 shared-memory atomics (``SMEM``; else, as
+    in the interpreter, in registers). Integer sums do not depend on the order of the
+    additions. Bounded: ``KEY_BITS / 8`` reads of the row. ``BLOCK`` at least the
+    program's threads."""
+    bins = tl.arange(0, 256)
     tk = tl.zeros([], tl.uint32)
     above = tl.zeros([], tl.int64)
-    for lvl in tl.static_range(KEY_BITS // 2):
-        sh = KEY_BITS - 2 * (lvl + 1)
-        if BY_MASS:
-            acc = tl.zeros([BLOCK, 4], tl.int64)
-        else:
-            acc = tl.zeros([BLOCK, 4], tl.int32)
+    for lvl in tl.static_range(KEY_BITS // 8):
+        sh = KEY_BITS - 8 * (lvl + 1)
+        h = tl.zeros([256], tl.int64)
+        if SMEM:
+            _smem_wide_zero(256)
         for s in range(0, V, BLOCK):
             c = s + tl.arange(0, BLOCK)
             ok = c < V
             raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
             key = _keys(raw, KEY_BITS, INF_BITS)
             if lvl > 0:  # within the digits found so far
-                ok = ok & ((key >> (sh + 2)) == (tk >> (sh + 2)))
-            ge = (((key >> sh) & 3)[:, None] >= digit[None, :]) & ok[:, None]
+                ok = ok & ((key >> (sh + 8)) == (tk >> (sh + 8)))
+            digit = ((key >> sh) & 255).to(tl.int32)
             if BY_MASS:
                 _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
-                acc += tl.where(ge, _fixed(w, fix)[:, None], 0)
+                val = _fixed(w, fix)
             else:
-                acc += ge.to(tl.int32)
-        at_least = tl.sum(acc, axis=0).to(tl.int64)  # of each digit or a higher one
+                val = ok.to(tl.int64)
+            if SMEM:
+                _smem_wide_add(digit, val, ok)
+            else:
+                one = (digit[:, None] == bins[None, :]) & ok[:, None]
+                h += tl.sum(tl.where(one, val[:, None], 0), axis=0)
+        if SMEM:
+            h = _smem_wide_read(256)
+        at_least = tl.sum(h, axis=0) - tl.cumsum(h, axis=0) + h  # this digit or higher
         reach = (above + at_least).to(tl.float64) >= target
         d = tl.maximum(tl.sum(reach.to(tl.int32), axis=0) - 1, 0)  # the last that reaches
         tk = tk | (d.to(tl.uint32) << sh)
-        above = above + tl.sum(tl.where(digit == d + 1, at_least, 0), axis=0)
+        above = above + tl.sum(tl.where(bins == d + 1, at_least, 0), axis=0)
     return tk, above
 
 
@@ -484,7 +493,7 @@ def top_p_draw_kernel(
     temp_scalar, p_ptr, out_ptr, V, m, fix,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
-    FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, BLOCK: tl.constexpr,
+    FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
     ROW_BLOCK: tl.constexpr,
 ):  # fmt: skip
     """``out[row]``: ``engine._top_p_draw`` of a row (logits scaled by ``temperature``,
@@ -585,7 +594,7 @@ def top_p_draw_kernel(
         if kk < V:  # the kk-th key, then the weight of the set
             tk, above = _descend(
                 x_row, sx_col, V, kk.to(tl.float64), t, mx, fix, False, KEY_BITS,
-                INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
+                INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, SMEM, ROW_BLOCK,
             )  # fmt: skip
             n_at = kk - above
             heavier = tl.zeros([ROW_BLOCK], tl.int64)
@@ -601,7 +610,7 @@ def top_p_draw_kernel(
             cut_fix = tl.max(top_p, axis=0) * set_fix.to(tl.float64)
             tk, above = _descend(
                 x_row, sx_col, V, cut_fix, t, mx, fix, True, KEY_BITS, INF_BITS, FP16,
-                FROM_PROBS, PRECISE_LOG, ROW_BLOCK,
+                FROM_PROBS, PRECISE_LOG, SMEM, ROW_BLOCK,
             )  # fmt: skip
             # ties: one value, one weight (> 0, as the cut falls among them)
             at = tl.maximum(_fixed_at(tk, t, mx, fix, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG), 1)

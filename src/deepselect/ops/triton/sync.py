@@ -551,6 +551,65 @@ def _smem_bins_read(NB: tl.constexpr):
     return h
 
 
+# The same in 64-bit words, for sums of int64 values (counts, fixed-point weights):
+# word $1 := 0; word $1 += $3 where $2 != 0; $0 := word $1. The reservation is 2 NB
+# 32-bit words (see _smem_wide_read).
+SMEM_ZERO64_ASM = tl.constexpr(
+    "{ .reg .b32 %a, %b; .reg .b64 %z; shl.b32 %a, $1, 3; mov.b32 %b, global_smem; "
+    "add.u32 %a, %a, %b; mov.b64 %z, 0; st.shared.b64 [%a], %z; mov.b32 $0, 0; }"
+)
+SMEM_ADD64_ASM = tl.constexpr(
+    "{ /* " + SMEM_HIST_MARK + " */ .reg .pred %p; .reg .b32 %a, %b; setp.ne.s32 %p, $2, 0; "
+    "shl.b32 %a, $1, 3; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
+    "@%p red.shared.add.u64 [%a], $3; mov.b32 $0, 0; }"
+)
+SMEM_LOAD64_ASM = tl.constexpr(
+    "{ .reg .b32 %a, %b; shl.b32 %a, $1, 3; mov.b32 %b, global_smem; add.u32 %a, %a, %b; "
+    "ld.shared.b64 $0, [%a]; }"
+)
+
+
+@triton.jit
+def _smem_wide_zero(NB: tl.constexpr):
+    """Start ``NB`` int64 sums in shared memory (:func:`_smem_bins_zero` in 64-bit
+    words)."""
+    j = tl.arange(0, NB)
+    tl.debug_barrier()
+    tl.inline_asm_elementwise(
+        SMEM_ZERO64_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()
+
+
+@triton.jit
+def _smem_wide_add(bins, vals, mask):
+    """Add each element's int64 ``vals`` to its bin's sum where ``mask`` (as
+    :func:`_smem_bins_add`: ``bins`` at least as long as the program's threads)."""
+    tl.inline_asm_elementwise(
+        SMEM_ADD64_ASM, "=r,r,r,l", [bins, mask.to(tl.int32), vals.to(tl.int64)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _smem_wide_read(NB: tl.constexpr):
+    """The ``NB`` int64 sums (:func:`_smem_bins_read` in 64-bit words, reserving 2 NB
+    32-bit words)."""
+    j = tl.arange(0, NB)
+    tl.debug_barrier()
+    h = tl.inline_asm_elementwise(
+        SMEM_LOAD64_ASM, "=l,r", [j], dtype=tl.int64, is_pure=False, pack=1
+    )  # fmt: skip
+    tl.debug_barrier()
+    zero = tl.inline_asm_elementwise(
+        "mov.b32 $0, 0;", "=r,r", [tl.full((), 0, tl.int32)], dtype=tl.int32, is_pure=True,
+        pack=1,
+    )  # fmt: skip
+    if zero != 0:
+        h += tl.sum(tl.histogram(tl.arange(0, 2 * NB), 2 * NB), axis=0).to(tl.int64)
+    return h
+
+
 @triton.jit
 def _smem_histogram(bins, mask, NB: tl.constexpr):
     """``tl.histogram(bins, NB, mask=mask)`` (``bins`` int32 in [0, NB), ``mask`` the
