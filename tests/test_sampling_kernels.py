@@ -280,6 +280,22 @@ def test_top_p_draws_stay_in_the_kept_ties(kernels, monkeypatch, dtype):
             assert torch.equal(got, fn(*args, k, top_p, seeds=seeds, **kw))
 
 
+def test_top_p_draw_of_a_bad_top_p_keeps_the_top_1():
+    """A device does not check top_p: a row's top_p <= 0 or NaN keeps rank 0 alone
+    (the top-1), also for flat rows kept whole whose set reaches past the selection;
+    top_p > 1 keeps the whole top-k set (here the row: some draw is not the top-1)."""
+    rows, v = 6, 300
+    x = make("tiny", rows, v, torch.float32, seed=59)
+    vals, idx = topk_rows(x, 4, order="value")
+    seeds = torch.arange(rows, dtype=torch.int64) * 131
+    top_p = torch.tensor([0.0, -1.0, float("nan"), 0.0, float("nan"), -0.5], dtype=torch.float64)
+    for k in (0, torch.tensor([0, v, 50, -1, 7, v + 1])):
+        got = triton_sampling.top_p_draw(x, k, vals, idx, seeds, top_p, 3.0)
+        assert torch.equal(got, idx[:, 0].long()), (k, got)
+        wide = triton_sampling.top_p_draw(x, k, vals, idx, seeds, top_p.abs() + 2, 3.0)
+        assert not torch.equal(wide, idx[:, 0].long())
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_seeded_draw_16_bit(kernels, dtype):
     x, seeds = logits_and_seeds("distinct32", 6, 200, 29)

@@ -555,7 +555,10 @@ def top_p_draw_kernel(
     every = top_p >= 1.0
     finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
     # the selection holds every rank that stays, or the row has no distribution
+    # (top_p <= 0 or NaN, unchecked on a device: rank 0 alone, as the selection's loop
+    # keeps it)
     inside = tl.max(((sel >= cut) & ~every).to(tl.int32), axis=0) & whole.to(tl.int32)
+    inside = inside | tl.max((~(top_p > 0.0)).to(tl.int32), axis=0)
     inside = inside | (~beyond | ~finite).to(tl.int32)
     b = tl.full([], float("-inf"), tl.float32)  # the best Gumbel score, its column
     b_col = tl.full([], COL_NONE, tl.int64)
