@@ -255,6 +255,9 @@ def top_p_draw(
     temp_tensor = isinstance(temperature, torch.Tensor)
     k_tensor = isinstance(k, torch.Tensor)
     keys = _key_args(x.dtype)
+    # the descents' bin sums: shared-memory atomics; else in registers, 256 a step's
+    # entry (a Triton older than SMEM_HIST_TRITON on a GPU: short steps, slow)
+    smem = smem_hist()
     # fixed-point weights (ops.triton.sampling._fixed): V of them sum below 2**62
     fix = float(2 ** (62 - max(v, 1).bit_length()))
     _top_p[(rows,)](
@@ -263,8 +266,8 @@ def top_p_draw(
         temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature), p,
         out, v, m, fix,
         K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
-        PRECISE_LOG=not _interpreting(), SMEM=smem_hist(),
-        BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)), ROW_BLOCK=ROW_BLOCK,
-        num_warps=NUM_WARPS, **keys,
+        PRECISE_LOG=not _interpreting(), SMEM=smem,
+        BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
+        ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out
