@@ -2,7 +2,8 @@
 for an H100/H200 (sm_90) without a GPU, and print one line per kernel: its variant and
 the PTX division instructions it uses (the renorm pass and the logits draw must divide
 correctly rounded, ``div.rn.f32``, as torch does), its shared memory in bytes (the
-top-p draw's 256 int64 sums need 2,048), and its registers and spills.
+top-p draw's 256 int64 sums need 2,048; ``bins``: its atomic adds to them, ``clash``:
+Triton's own shared-memory instructions while they live), and its registers and spills.
 
     python scripts/compile_sampling.py
 """
@@ -34,6 +35,24 @@ TOP_P_VARIANTS += [(True, True, False, True), (True, False, True, True)]
 RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
 
 
+def bins_clash(ptx: str) -> int:
+    """Shared-memory instructions of Triton's own while the top-p descent's int64 bins
+    live (from an inline zero of them to an inline read): each one could overwrite a
+    bin, so there must be none."""
+    inside = live = False
+    clash = 0
+    for line in ptx.splitlines():
+        if "begin inline asm" in line or "end inline asm" in line:
+            inside = "begin" in line
+        elif inside and "st.shared.b64 [%a], %z" in line:
+            live = True
+        elif inside and "ld.shared.b64" in line and "[%a]" in line:
+            live = False
+        elif live and not inside and ".shared" in line:
+            clash += 1
+    return clash
+
+
 def build(fn, sig: dict, consts: dict) -> str:
     sig = {**sig, **{k: "constexpr" for k in consts}}
     kernel = triton.compile(ASTSource(fn, signature=sig, constexprs=consts), target=TARGET)
@@ -42,7 +61,8 @@ def build(fn, sig: dict, consts: dict) -> str:
     divs = sorted(set(re.findall(r"\bdiv\.\w+\.f32", ptx)))
     return (
         f"{fn.__name__} bits={consts['KEY_BITS']} {flags} div={','.join(divs) or '-'} "
-        f"smem={kernel.metadata.shared} {ptxas_report(ptx)}"
+        f"smem={kernel.metadata.shared} bins={ptx.count('red.shared.add.u64')} "
+        f"clash={bins_clash(ptx)} {ptxas_report(ptx)}"
     )
 
 
