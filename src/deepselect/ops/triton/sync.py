@@ -508,15 +508,20 @@ SMEM_LOAD_ASM = tl.constexpr(
 
 
 @triton.jit
-def _smem_bins_zero(NB: tl.constexpr):
-    """Start a histogram in shared memory (:func:`_smem_histogram`): its ``NB`` words
-    := 0, between barriers (Triton's earlier uses of the bytes are over)."""
+def _smem_words_zero(NB: tl.constexpr, ZERO_ASM: tl.constexpr):
+    """``NB`` words of shared memory := 0 by ``ZERO_ASM`` (word ``$1`` := 0), between
+    barriers (Triton's earlier uses of the bytes are over)."""
     j = tl.arange(0, NB)
     tl.debug_barrier()
-    tl.inline_asm_elementwise(
-        SMEM_ZERO_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
-    )  # fmt: skip
+    tl.inline_asm_elementwise(ZERO_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1)
     tl.debug_barrier()
+
+
+@triton.jit
+def _smem_bins_zero(NB: tl.constexpr):
+    """Start a histogram in shared memory (:func:`_smem_histogram`): its ``NB`` words
+    := 0."""
+    _smem_words_zero(NB, SMEM_ZERO_ASM)
 
 
 @triton.jit
@@ -573,12 +578,7 @@ SMEM_LOAD64_ASM = tl.constexpr(
 def _smem_wide_zero(NB: tl.constexpr):
     """Start ``NB`` int64 sums in shared memory (:func:`_smem_bins_zero` in 64-bit
     words)."""
-    j = tl.arange(0, NB)
-    tl.debug_barrier()
-    tl.inline_asm_elementwise(
-        SMEM_ZERO64_ASM, "=r,r", [j], dtype=tl.int32, is_pure=False, pack=1
-    )  # fmt: skip
-    tl.debug_barrier()
+    _smem_words_zero(NB, SMEM_ZERO64_ASM)
 
 
 @triton.jit
