@@ -191,6 +191,8 @@ def test_draws_without_seeds_or_generator_on_a_device_are_seeded(kernels):
             torch.manual_seed(4)
             seeds = torch.randint(-(2**62), 2**62, (5,))
             assert torch.equal(got, kernels(fn, *args, seeds=seeds, **kw)), fn.__name__
+
+
 @pytest.mark.parametrize("kind", ["normal", "distinct2", "nan_hotspots", "huge"])
 def test_top_p_draw_identical(kernels, kind):
     """The top-k, top-p draws of an int k in one program a row: the same tokens as the
