@@ -398,9 +398,16 @@ def test_fused_ops_match_the_cpu_definitions(dtype):
         assert torch.equal(got.cpu(), want), k
 
 
+# the top-p draws' k: an int (its selection holds the ranks), whole rows (0), a per-row
+# k with and without k_max; one test each, so that parallel workers share the CPU's
+# definitions, most of each test's time
+TOP_P_KS = ("1", "50", "512", "4096", "0", "per-row", "per-row-k_max")
+
+
 @gpu
+@pytest.mark.parametrize("case", TOP_P_KS)
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_top_p_draws_match_the_cpu(dtype):
+def test_top_p_draws_match_the_cpu(dtype, case):
     """The top-k, top-p draws on the kernel (one program a row over the select's
     best-first entries, passes over the row where the ranks that stay reach past them)
     against the CPU definitions token for token: an int k, whole rows (k = 0) and a
@@ -420,17 +427,20 @@ def test_top_p_draws_match_the_cpu(dtype):
     per_row = torch.tensor([0, 3, 600, V, 2000, -1, 1, 50], device=DEV).repeat(rows // 8)
     f, h = top_k_top_p_sampling_from_logits, top_k_top_p_sampling_from_probs
     cpu = lambda t: t.cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
-    for k, k_max in ((1, None), (50, None), (512, None), (4096, None), (0, None),
-                     (per_row, None), (per_row.clamp(max=600), 600)):  # fmt: skip
-        for p in (1e-9, 0.5, 0.9, 1.0, rows_p):
-            for t in (0.7, temp):
-                got = f(logits, k, p, temperature=t, seeds=seeds, k_max=k_max).cpu()
-                want = f(logits.cpu(), cpu(k), cpu(p), temperature=cpu(t),
-                         seeds=seeds.cpu(), k_max=k_max)  # fmt: skip
-                assert torch.equal(got, want), (k, p, t)
-            got = h(probs, k, p, seeds=seeds, k_max=k_max).cpu()
-            want = h(probs.cpu(), cpu(k), cpu(p), seeds=seeds.cpu(), k_max=k_max)
-            assert torch.equal(got, want), (k, p)
+    k, k_max = {"per-row": (per_row, None), "per-row-k_max": (per_row.clamp(max=600), 600)}.get(
+        case, (int(case) if case[0].isdigit() else None, None)
+    )
+    for p in (1e-9, 0.5, 0.9, 1.0, rows_p):
+        for t in (0.7, temp):
+            got = f(logits, k, p, temperature=t, seeds=seeds, k_max=k_max).cpu()
+            want = f(logits.cpu(), cpu(k), cpu(p), temperature=cpu(t),
+                     seeds=seeds.cpu(), k_max=k_max)  # fmt: skip
+            assert torch.equal(got, want), (k, p, t)
+        got = h(probs, k, p, seeds=seeds, k_max=k_max).cpu()
+        want = h(probs.cpu(), cpu(k), cpu(p), seeds=seeds.cpu(), k_max=k_max)
+        assert torch.equal(got, want), (k, p)
+    if case != "per-row":
+        return
     replay, res = captured(lambda: f(logits, per_row, rows_p, temperature=temp, seeds=seeds))
     for step in range(3):
         if step:
