@@ -242,6 +242,15 @@ def _gumbel_step(score, col, key, live, best, best_col, nan, PRECISE_LOG: tl.con
 
 
 @triton.jit
+def _gumbel_pick(best, best_col, nan):
+    """The column the steps of :func:`_gumbel_step` drew (the best score, ties to the
+    lowest column), and whether the draw holds: no NaN score and a finite best."""
+    b = tl.max(best, axis=0)
+    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+    return b_col, (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
+
+
+@triton.jit
 def gumbel_draw_kernel(
     x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr,
     temp_ptr, temp_scalar, out_ptr, V, m,
@@ -534,7 +543,7 @@ def top_p_draw_kernel(
     base = val_ptr + row * m
     x_row = x_ptr + row * sx_row
     # rank 0: the best score (p itself for probabilities)
-    mx, w0 = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+    mx = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)[0]
     total = tl.zeros([BLOCK], tl.float64)
     for s in range(0, n, BLOCK):
         j = s + tl.arange(0, BLOCK)
@@ -560,9 +569,6 @@ def top_p_draw_kernel(
     inside = tl.max(((sel >= cut) & ~every).to(tl.int32), axis=0) & whole.to(tl.int32)
     inside = inside | tl.max((~(top_p > 0.0)).to(tl.int32), axis=0)
     inside = inside | (~beyond | ~finite).to(tl.int32)
-    b = tl.full([], float("-inf"), tl.float32)  # the best Gumbel score, its column
-    b_col = tl.full([], COL_NONE, tl.int64)
-    fine = b == b
     if inside != 0:
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         best_col = tl.full([BLOCK], COL_NONE, tl.int64)
@@ -586,9 +592,7 @@ def top_p_draw_kernel(
             best, best_col, nan = _gumbel_step(
                 score, col, key, stays, best, best_col, nan, PRECISE_LOG
             )  # fmt: skip
-        b = tl.max(best, axis=0)
-        b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
-        fine = tl.max(nan, axis=0) == 0
+        b_col, fine = _gumbel_pick(best, best_col, nan)
     else:
         # the set: keys above tk, and the first n_at of key tk by column
         tk = tl.zeros([], tl.uint32)
@@ -638,9 +642,6 @@ def top_p_draw_kernel(
             row_best, row_col, row_nan = _gumbel_step(
                 score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, PRECISE_LOG
             )  # fmt: skip
-        b = tl.max(row_best, axis=0)
-        b_col = tl.min(tl.where(row_best == b, row_col, COL_NONE), axis=0)
-        fine = tl.max(row_nan, axis=0) == 0
+        b_col, fine = _gumbel_pick(row_best, row_col, row_nan)
     top = tl.load(idx_ptr + row * m).to(tl.int64)
-    fine = fine & (b > float("-inf")) & (b < float("inf"))
     tl.store(out_ptr + row, tl.where(fine, b_col, top))
