@@ -427,9 +427,12 @@ def test_top_p_draws_match_the_cpu(dtype, case):
     per_row = torch.tensor([0, 3, 600, V, 2000, -1, 1, 50], device=DEV).repeat(rows // 8)
     f, h = top_k_top_p_sampling_from_logits, top_k_top_p_sampling_from_probs
     cpu = lambda t: t.cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
-    k, k_max = {"per-row": (per_row, None), "per-row-k_max": (per_row.clamp(max=600), 600)}.get(
-        case, (int(case) if case[0].isdigit() else None, None)
-    )
+    if case.isdigit():
+        k, k_max = int(case), None
+    elif case == "per-row":
+        k, k_max = per_row, None
+    else:  # per-row-k_max
+        k, k_max = per_row.clamp(max=600), 600
     for p in (1e-9, 0.5, 0.9, 1.0, rows_p):
         for t in (0.7, temp):
             got = f(logits, k, p, temperature=t, seeds=seeds, k_max=k_max).cpu()
