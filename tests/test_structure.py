@@ -15,7 +15,7 @@ LAYERS = [
     ("base", ["_log", "_numba_cache", "keys", "options", "oracle", "reference", "distributions",
               "runinfo", "launch_cache"]),  # fmt: skip
     ("kernels", ["ops", "cpu_omp", "cpu_backend", "cpu_small"]),
-    ("backends", ["triton_backend", "triton_short", "triton_sampling"]),
+    ("backends", ["triton_backend", "triton_short", "triton_bracket", "triton_sampling"]),
     ("api", ["api"]),
     ("integration", ["torch_ops", "engine", "distributed", "lightning_indexer"]),
     ("tools", ["bench", "experiments", "cli", "__main__", "__init__"]),

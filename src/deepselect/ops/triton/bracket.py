@@ -1,0 +1,302 @@
+"""Exact top-k of rows where k is a large share of the row: one program a row that reads
+the row from memory once and from L2 after, selecting by counts, never by compaction.
+
+The streaming kernel's threshold rejects little where k is an eighth of the row (the
+indexer's k = 2048 over 16K), and holding a whole row in registers leaves one program
+per SM with nothing to hide its waits behind. Here a program holds one block of the row
+at a time (a 16-byte vector a thread), so that several run on each SM, and the row's
+later reads hit L2 (a row of up to some 64 KB, a few programs an SM, stays there).
+
+1. **Bracket.** ``S`` keys read at evenly spaced positions of the row's window are
+   sorted; the ones at the ranks ``m -/+ (3 sqrt(m) + 2)`` (``m = k S / n``, the rank the
+   k-th key is expected at) give ``lo <= hi``, which bracket the k-th key unless the
+   sample is that far off.
+2. **First read.** Each block counts its keys above ``hi`` (register sums) and adds the
+   keys in ``[lo, hi]`` to a histogram of ``NB`` bins, bin ``(key - lo) >> s`` (``s``
+   the fewest bits that fit the bracket into the bins), by shared-memory atomics. The
+   k-th key is in the bracket if the keys above ``hi`` are fewer than k and those at or
+   above ``lo`` (the same count plus the bins') at least k; otherwise (a sample that
+   far off, or none taken) the bracket becomes every key and the histogram is taken
+   again.
+3. **Narrowing.** The bin where the count from the top reaches k becomes the bracket,
+   the keys above it are counted, and while the bin is wider than one key, another
+   read takes the histogram of the keys inside it at ``s - log2(NB)`` bits. 16-bit keys
+   of a normal row need none (the bracket spans fewer than 256 keys); 32-bit keys one
+   (``NB`` = 2048).
+4. **Write.** The pivot key ``P`` (the k-th largest) and the keys above it (``above``)
+   being known, a last read writes every key above ``P`` and the first ``k - above``
+   keys equal to it in index order, at slots counted by a running sum in index order:
+   the selection in index order, as the short rows' kernel writes it.
+
+Exact whatever the data: each histogram is over a range of keys known to hold the
+k-th, bins are monotone in the key, and counts are integers. Bounded: at most ``2 +
+ceil(KEY_BITS / log2(NB))`` reads of the row. No data-dependent launch, no host sync.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .common import _out_index, _raw_key, _store_index, _window
+from .short import _write_in_order, _write_staged
+from .sync import _smem_bins_add, _smem_bins_read, _smem_bins_zero
+
+BRACKET_Z = tl.constexpr(3.0)  # the bracket's half width, in standard deviations ...
+BRACKET_PAD = tl.constexpr(2.0)  # ... plus this many samples
+
+
+@triton.jit
+def _load(x_row, stride_xc, pos, lo, hi):
+    """The raw bits at the row positions ``pos`` inside ``[lo, hi)`` (0 elsewhere)."""
+    ok = (pos >= lo) & (pos < hi)
+    return tl.load(x_row + pos.to(tl.int64) * stride_xc, mask=ok, other=0)
+
+
+@triton.jit
+def _first(x_row, stride_xc, a, lo, hi, BLOCK: tl.constexpr, AHEAD: tl.constexpr):
+    """What a loop over the blocks from ``a`` starts with: ``AHEAD``, block 0's raw
+    bits (each step loads the next block before it works on its own); else zeros."""
+    pos = a + tl.arange(0, BLOCK)
+    if AHEAD:
+        return _load(x_row, stride_xc, pos, lo, hi)
+    return tl.zeros([BLOCK], x_row.dtype.element_ty)
+
+
+@triton.jit
+def _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS: tl.constexpr, BLOCK: tl.constexpr,
+          AHEAD: tl.constexpr):  # fmt: skip
+    """Block ``b`` of a loop from ``a``: its positions, raw bits, keys and which are in
+    ``[lo, hi)``, and what the next step takes as ``ahead`` (``AHEAD``: block ``b +
+    1``'s raw bits, loaded now; a block past ``hi`` loads nothing)."""
+    pos = a + b * BLOCK + tl.arange(0, BLOCK)
+    if AHEAD:
+        raw = ahead
+        ahead = _load(x_row, stride_xc, pos + BLOCK, lo, hi)
+    else:
+        raw = _load(x_row, stride_xc, pos, lo, hi)
+    ok = (pos >= lo) & (pos < hi)
+    key = _raw_key(raw, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
+    return pos, raw, key, ok, ahead
+
+
+@triton.jit
+def _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS: tl.constexpr, S: tl.constexpr):
+    """``(blo, bhi)``: keys of the window's ``S`` evenly spaced samples at the ranks
+    below and above the one the k-th key is expected at (every key where the rank
+    falls outside the sample)."""
+    j = tl.arange(0, S)
+    pos = lo + ((nv.to(tl.int64) * j) // S).to(tl.int32)
+    raw = _load(x_row, stride_xc, pos, lo, lo + nv)
+    key = _raw_key(raw, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
+    srt = tl.sort(key, descending=True)
+    m = (k * 1.0) * S / nv.to(tl.float32)  # k may be a compile-time 1
+    d = BRACKET_Z * tl.sqrt(m) + BRACKET_PAD
+    r_hi = (m - d).to(tl.int32)  # ranks from 1: the r-th largest sample at srt[r - 1]
+    r_lo = tl.ceil(m + d).to(tl.int32)
+    bhi = tl.sum(tl.where(j == r_hi - 1, srt, 0), axis=0).to(tl.uint32)
+    blo = tl.sum(tl.where(j == r_lo - 1, srt, 0), axis=0).to(tl.uint32)
+    bhi = tl.where(r_hi >= 1, bhi, KEYS[0]).to(tl.uint32)
+    blo = tl.where(r_lo <= S, blo, 0).to(tl.uint32)
+    return blo, bhi
+
+
+@triton.jit
+def _shift(span, LOG_NB: tl.constexpr):
+    """The fewest bits ``s`` with ``span >> s < 2 ** LOG_NB``."""
+    s = span.to(tl.int32) * 0
+    while (span >> s) >= (1 << LOG_NB):
+        s += 1
+    return s
+
+
+@triton.jit
+def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
+          BLOCK: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr,
+          COUNT: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
+    """One read of the window ``[lo, hi)`` in ``nblk`` blocks from ``a``: the histogram
+    of its keys in ``[blo, bhi]``, bin ``(key - blo) >> s``, by shared-memory atomics
+    (``SMEM``; else in registers, as the interpreter runs it); ``COUNT``: with the count
+    of keys above ``bhi`` (else 0). No other use of shared memory while the bins live:
+    no reduction inside the loop (the counts are per-lane sums)."""
+    NB: tl.constexpr = 1 << LOG_NB
+    h = tl.zeros([NB], tl.int32)
+    over = tl.zeros([BLOCK], tl.int32)
+    if SMEM:
+        _smem_bins_zero(NB)
+    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK, AHEAD)
+    for b in range(nblk):
+        _, _, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK, AHEAD)
+        inb = ok & (key >= blo) & (key <= bhi)
+        bins = tl.where(inb, (key - blo) >> s, 0).to(tl.int32)
+        if SMEM:
+            _smem_bins_add(bins, inb)
+        else:
+            h += tl.histogram(bins, NB, mask=inb)
+        if COUNT:
+            over += (ok & (key > bhi)).to(tl.int32)
+    if SMEM:
+        h = _smem_bins_read(NB)
+    return h, tl.sum(over, axis=0)
+
+
+@triton.jit
+def _narrow(h, blo, bhi, s, above, kk, LOG_NB: tl.constexpr):
+    """The bin of ``h`` (over ``[blo, bhi]`` at ``s`` bits) where the count from the
+    top, ``above`` keys beyond ``bhi`` first, reaches ``kk``: its keys ``[blo', bhi']``
+    and the keys above it."""
+    NB: tl.constexpr = 1 << LOG_NB
+    at_least = tl.sum(h, axis=0) - tl.cumsum(h, axis=0) + h  # keys in this bin or higher
+    reach = (above + at_least) >= kk
+    b = tl.maximum(tl.sum(reach.to(tl.int32), axis=0) - 1, 0)  # the last bin that reaches
+    above = above + tl.sum(tl.where(tl.arange(0, NB) == b + 1, at_least, 0), axis=0)
+    blo = blo + (b.to(tl.uint32) << s)
+    width = (tl.full([], 1, tl.uint32) << s.to(tl.uint32)) - 1
+    bhi = tl.minimum(blo + width, bhi)
+    return blo, bhi, above
+
+
+@triton.jit
+def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
+           BLOCK: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
+           SMEM: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
+    """Steps 1-3: the window's k-th largest key ``P`` and how many keys lie above it
+    (``nv > k`` valid keys)."""
+    KEY_BITS: tl.constexpr = 16 if KEYS[4] else 32
+    kk = tl.minimum(k, nv)
+    blo, bhi = _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS, S)
+    s = _shift(bhi - blo, LOG_NB)
+    h, above = _bins(
+        x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, True, AHEAD
+    )  # fmt: skip
+    if (above >= kk) | (above + tl.sum(h, axis=0) < kk):  # the sample was that far off
+        blo = tl.zeros_like(blo)
+        bhi = tl.zeros_like(bhi) + KEYS[0]
+        s = s * 0 + (KEY_BITS - LOG_NB)
+        above = above * 0
+        h, _ = _bins(
+            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, False, AHEAD
+        )  # fmt: skip
+    blo, bhi, above = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
+    while s > 0:
+        s = tl.maximum(s - LOG_NB, 0)
+        h, _ = _bins(
+            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, False, AHEAD
+        )  # fmt: skip
+        blo, bhi, above = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
+    return blo, above
+
+
+BRACKET_GROUPS = dict(
+    xin=("x_ptr", "stride_xr", "stride_xc", "N"),
+    win=("begin_ptr", "end_ptr"),
+    out=("ov_ptr", "oi_ptr", "stride_ovr", "stride_ovc", "stride_oir", "stride_oic"),
+    off=("off_ptr", "off_scalar"),
+    fills=("fill_index", "fill_bits"),
+    page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
+    KEYS=("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16"),
+    FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
+    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD"),
+    PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
+)  # fmt: skip
+"""How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``)."""
+
+BRACKET_DEFAULTS = dict(PAGED=False, PAGE_SHIFT=0, HAS_R2B=False)
+"""The bundled compile-time arguments a launch may leave out (no page map)."""
+
+
+@triton.jit
+def bracket_rows_kernel(
+    xin, win, out, off, fills, k, page, KEYS: tl.constexpr, FORM: tl.constexpr,
+    SEL: tl.constexpr, PAGE: tl.constexpr,
+):  # fmt: skip
+    """Exact top-k of row ``program_id(0)`` of ``xin = (x_ptr, stride_xr, stride_xc, N)``
+    (its int16/int32 raw view) inside its window (``win = (begin_ptr, end_ptr)``), into
+    the ``[rows, k]`` outputs ``out = (ov_ptr, oi_ptr, stride_ovr, stride_ovc,
+    stride_oir, stride_oic)`` in index order (``ORDER`` 1: by value), with the index
+    offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
+    fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
+    ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
+    S, LOG_NB, KP, SMEM_HIST, AHEAD)``: the block read at once (a multiple of the
+    program's threads), the sample, the histogram's bins (log2), a power of two >= k,
+    shared-memory histograms, each block's load a step ahead."""
+    x_ptr, stride_xr, stride_xc, N = xin
+    begin_ptr, end_ptr = win
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
+    off_ptr, off_scalar = off
+    RAW16: tl.constexpr = KEYS[4]
+    ORDER: tl.constexpr = FORM[0]
+    HAS_WINDOW: tl.constexpr = FORM[1]
+    OFF_TENSOR: tl.constexpr = FORM[2]
+    WRITE_VALUES: tl.constexpr = FORM[3]
+    BLOCK: tl.constexpr = SEL[0]
+    S: tl.constexpr = SEL[1]
+    LOG_NB: tl.constexpr = SEL[2]
+    KP: tl.constexpr = SEL[3]
+    SMEM: tl.constexpr = SEL[4]
+    AHEAD: tl.constexpr = SEL[5]
+    PAGED: tl.constexpr = PAGE[0]
+    V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
+    row = tl.program_id(0)
+    row64 = row.to(tl.int64)
+    x_row = x_ptr + row64 * stride_xr
+    lo, hi = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
+    nv = hi - lo
+    kk = tl.minimum(k, nv)
+    a = (lo // V) * V  # blocks start at a vector's first element
+    nblk = tl.cdiv(hi - a, BLOCK)
+    pk = tl.zeros([], tl.uint32)
+    above = nv * 0
+    if nv > k:
+        pk, above = _pivot(
+            x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS, BLOCK, S, LOG_NB, SMEM, AHEAD
+        )  # fmt: skip
+    # 4. the write: every key above P, then the first kk - above keys at P, index order
+    if OFF_TENSOR:
+        offset = tl.load(off_ptr + row).to(tl.int64)
+    else:
+        offset = off_scalar.to(tl.int64)
+    oi_row = oi_ptr + row64 * stride_oir
+    ov_row = ov_ptr + row64 * stride_ovr
+    orow = (oi_row, stride_oic, ov_row, stride_ovc)
+    staged: tl.constexpr = ORDER == 1 or PAGED
+    r = kk - above
+    n_gt = nv * 0
+    n_eq = nv * 0
+    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK, AHEAD)
+    for b in range(nblk):
+        pos, raw, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK,
+                                         AHEAD)  # fmt: skip
+        gt = tl.where(nv <= k, ok, ok & (key > pk))  # every valid key in a short window
+        eq = tl.where(nv <= k, False, ok & (key == pk))
+        flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
+        run = tl.cumsum(flags, axis=0)  # < 65536 of each in a block
+        c_eq = n_eq + (run & 0xFFFF)
+        sel = gt | (eq & (c_eq <= r))
+        slot = (n_gt + (run >> 16) + tl.minimum(c_eq, r) - 1).to(tl.int64)
+        if staged:  # positions now, indices and values by the staged write below
+            _store_index(oi_row + slot * stride_oic, pos, sel)
+        else:
+            page_ptr, page_stride, max_pages, n_batch, r2b_ptr = page
+            idx = _out_index(
+                pos, sel, row, offset, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
+                PAGED, PAGE[1], PAGE[2],
+            )  # fmt: skip
+            _store_index(oi_row + slot * stride_oic, idx, sel)
+            if WRITE_VALUES:
+                tl.store(ov_row + slot * stride_ovc, raw, mask=sel)
+        tot = tl.sum(flags, axis=0)
+        n_gt += tot >> 16
+        n_eq += tot & 0xFFFF
+    if staged:
+        tl.debug_barrier()  # every staged position before the read-back
+        _write_staged(
+            x_row, stride_xc, 0, kk, kk, k, True, row, offset, orow, fills, page, KEYS,
+            ORDER == 1, WRITE_VALUES, KP, PAGE,
+        )  # fmt: skip
+    else:  # only the fills past a window shorter than k
+        q = tl.arange(0, KP)
+        _write_in_order(
+            x_row, stride_xc, q, q < 0, q, kk, k, True, row, offset, orow, fills, page,
+            WRITE_VALUES, KP, PAGE,
+        )  # fmt: skip

@@ -1,0 +1,137 @@
+"""The launch of :func:`~deepselect.ops.triton.bracket.bracket_rows_kernel`: one program a
+row, the row read from memory once and from L2 after, selecting by a sampled bracket and
+narrowing histograms (rows where k is a large share of the row). Decided from shapes
+only, so a call can be captured in a CUDA graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+from . import launch_cache
+from .ops.triton.bracket import BRACKET_DEFAULTS, BRACKET_GROUPS, bracket_rows_kernel
+from .ops.triton.common import _inf_bits
+from .ops.triton.launch import (
+    _ORDER_CODE,
+    _RAW,
+    PageMap,
+    _fill_bits,
+    _interpreting,
+    _next_pow2,
+    bundle,
+    page_arguments,
+    row_arguments,
+)
+from .options import Order, TopkOptions
+from .triton_short import smem_hist
+
+_bracket_kernel = launch_cache.cached(bracket_rows_kernel)
+
+
+@dataclass(frozen=True)
+class BracketPlan:
+    """One launch of a program a row.
+
+    warps: the program's warps; vectors: 16-byte vectors a thread reads per block (the
+    block: ``32 * warps * vectors`` vectors); sample: keys sampled for the bracket (a
+    power of two); log_bins: the histogram's bins, log2 (``None``: 8 for 16-bit keys,
+    11 for 32-bit); maxnreg: the register cap (``None``: none); ahead: each block
+    loaded a step before its work."""
+
+    warps: int = 8
+    vectors: int = 1
+    sample: int = 512
+    log_bins: int | None = None
+    maxnreg: int | None = None
+    ahead: bool = True
+
+
+def bracket_constants(
+    dtype: torch.dtype,
+    k: int,
+    plan: BracketPlan,
+    *,
+    largest: bool,
+    order: Order,
+    has_window: int,
+    off_tensor: bool,
+    write_values: bool,
+) -> dict:
+    """The compile-time parameters of ``bracket_rows_kernel`` (the launch and a compile
+    check without a GPU build the same kernel)."""
+    bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
+    per_vector = 128 // bits
+    log_bins = plan.log_bins if plan.log_bins is not None else (8 if bits == 16 else 11)
+    return dict(
+        KEY_MASK=(1 << bits) - 1,
+        SIGN=1 << (bits - 1),
+        INF_BITS=_inf_bits(bits, dtype == torch.float16),
+        LARGEST=largest,
+        RAW16=bits == 16,
+        ORDER=_ORDER_CODE[Order(order)],
+        HAS_WINDOW=has_window,
+        OFF_TENSOR=off_tensor,
+        WRITE_VALUES=write_values,
+        BLOCK=32 * plan.warps * plan.vectors * per_vector,
+        S=plan.sample,
+        LOG_NB=log_bins,
+        KP=max(16, _next_pow2(k)),
+        SMEM_HIST=smem_hist(),
+        AHEAD=plan.ahead,
+    )
+
+
+@cache
+def _launch_bundle(dtype, k, plan: BracketPlan, flags: tuple, page_flags: tuple, interp: bool):
+    kw = bracket_constants(dtype, k, plan, **dict(flags))
+    kw.update(page_flags)
+    kw["num_warps"] = plan.warps
+    kw["num_stages"] = 1  # no software pipelining: its buffers would share the bins' bytes
+    if plan.maxnreg is not None and not interp:
+        kw["maxnreg"] = plan.maxnreg
+    return bundle(BRACKET_GROUPS, kw, BRACKET_DEFAULTS)
+
+
+def run_bracket(
+    x: torch.Tensor,
+    k: int,
+    opt: TopkOptions,
+    out_values: torch.Tensor | None,
+    out_indices: torch.Tensor,
+    plan: BracketPlan = BracketPlan(),
+    page: PageMap | None = None,
+) -> None:
+    """Write the exact top-k of every row of ``x`` (``[rows, N]`` bf16 / fp16 / fp32, any
+    strides) into ``out_values`` (``[rows, k]`` of ``x.dtype``, or None) and
+    ``out_indices`` (``[rows, k]`` of ``opt.index_dtype``), with ``opt``'s windows,
+    order, fills and offsets, by one launch of a program a row."""
+    rows, n = x.shape
+    if rows == 0 or k == 0:
+        return
+    raw = x.view(_RAW[x.dtype])
+    has_window, begin, end, off_tensor, off_ptr, off_scalar = row_arguments(x, opt, out_indices)
+    fill_bits = _fill_bits(opt.resolved_fill_value(x.dtype), x.dtype)
+    page_args, page_flags = page_arguments(page, out_indices)
+    write_values = out_values is not None
+    ov = out_values.view(_RAW[x.dtype]) if write_values else raw
+    ov_strides = (ov.stride(0), ov.stride(1)) if write_values else (0, 0)
+    flags = (
+        ("largest", opt.largest),
+        ("order", opt.order),
+        ("has_window", has_window),
+        ("off_tensor", off_tensor),
+        ("write_values", write_values),
+    )
+    kw = _launch_bundle(x.dtype, k, plan, flags, tuple(page_flags.items()), _interpreting())
+    _bracket_kernel[(rows,)](
+        (raw, x.stride(0), x.stride(1), n),
+        (begin, end),
+        (ov, out_indices, *ov_strides, out_indices.stride(0), out_indices.stride(1)),
+        (off_ptr, off_scalar),
+        (opt.fill_index, fill_bits),
+        k,
+        page_args,
+        **kw,
+    )

@@ -1,0 +1,123 @@
+"""The bracket kernel (``triton_bracket.run_bracket``): one program a row, a sampled
+bracket of the k-th key, narrowing histograms over the row re-read, a write by running
+counts. Exact against the oracle on rows that break selections.
+
+Without a GPU it runs in Triton's interpreter with small programs (one warp, blocks of
+two vectors a thread) and small samples, so that rows of a few hundred elements take
+several blocks, brackets that miss, and narrowing reads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import assert_same_topk
+from test_triton_short import _adversarial
+
+from deepselect import TopkOptions, oracle_topk
+from deepselect.distributions import KINDS, make
+from deepselect.ops.triton.launch import PageMap
+from deepselect.options import Order
+from deepselect.triton_bracket import BracketPlan, bracket_constants, run_bracket
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+SMALL = BracketPlan(warps=1, vectors=2, sample=32)  # blocks of 512 (16-bit) / 256 (fp32)
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+def check(x, k, plan=SMALL, values=True, **kw):
+    """``run_bracket`` against the oracle, exactly (indices, values bit for bit, fills);
+    the outputs start as garbage, so that an unwritten slot fails."""
+    opt = TopkOptions(**kw)
+    rows = x.shape[0]
+    ov = torch.full((rows, k), 123.0, dtype=x.dtype, device=x.device) if values else None
+    oi = torch.full((rows, k), -77, dtype=opt.index_dtype, device=x.device)
+    run_bracket(x, k, opt, ov, oi, plan)
+    want = oracle_topk(x, k, opt)
+    if values:
+        assert_same_topk((ov, oi), want, opt.order)
+    else:  # the same indices; in the same order where the order is asked for
+        got, exp = oi.cpu(), want[1].cpu()
+        if Order(opt.order) == Order.NONE:
+            got, exp = got.sort(dim=1).values, exp.sort(dim=1).values
+        assert torch.equal(got, exp)
+    return ov, oi
+
+
+def test_constants():
+    kw = dict(largest=True, order="none", has_window=0, off_tensor=False, write_values=True)
+    bf = bracket_constants(torch.bfloat16, 2048, BracketPlan(), **kw)
+    assert bf["BLOCK"] == 2048 and bf["LOG_NB"] == 8 and bf["KP"] == 2048 and bf["S"] == 512
+    fp = bracket_constants(torch.float32, 1000, BracketPlan(vectors=2), **kw)
+    assert fp["BLOCK"] == 2048 and fp["LOG_NB"] == 11 and fp["KP"] == 1024
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adversarial_rows(dtype):
+    """Ties across the k-th, all equal, NaN / +-inf / signed zeros, keys differing only
+    in the last bit, both signs and every magnitude; k from 1 to past the row, both
+    directions."""
+    x = _adversarial(700, dtype, seed=4)
+    for k in (1, 39, 40, 41, 87, 350, 699, 700, 701):
+        check(x, k, largest=k % 2 == 1)
+    check(x, 87, plan=BracketPlan(warps=1, vectors=2, sample=32, ahead=False))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_distributions(kind):
+    """Every distribution at k = N / 8 and N / 4, rows of several blocks, one not a
+    multiple of the block or of a vector."""
+    i = KINDS.index(kind)
+    dtype = DTYPES[i % 3]
+    check(make(kind, 2, 1200, dtype, DEV, seed=i), 150)
+    check(make(kind, 1, 1001, dtype, DEV, seed=i), 250, largest=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_sample_far_off_takes_every_key(dtype):
+    """Rows whose sampled positions hold the largest values (the bracket sits above the
+    k-th key) or the smallest (below it): exact through the bracket of every key. A
+    sample of one key (its rank always outside) too."""
+    n, s = 1024, SMALL.sample
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, n, generator=g, dtype=torch.float64)
+    at = (torch.arange(s) * n) // s
+    x[0, at] = 100.0 + torch.arange(s, dtype=torch.float64)
+    x[1, at] = -100.0 - torch.arange(s, dtype=torch.float64)
+    x = x.to(dtype).to(DEV)
+    for k in (5, 100, 600):
+        check(x, k)
+    check(x, 100, plan=BracketPlan(warps=1, vectors=1, sample=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_outputs(dtype):
+    """Windows (a part, one shorter than k, an empty one, one starting off a vector),
+    fills, per-row and scalar offsets, int64 indices, no values, by value and by index,
+    a strided input."""
+    x = make("normal", 4, 900, dtype, DEV, seed=3)
+    win = dict(
+        begin=torch.tensor([0, 131, 600, 3], device=DEV),
+        end=torch.tensor([900, 140, 600, 897], device=DEV),
+    )
+    check(x, 60, **win, fill_index=-2, fill_value=0.25)
+    check(x, 60, **win, order=Order.VALUE, index_offset=torch.arange(4, device=DEV))
+    check(x, 60, **win, order=Order.INDEX, index_dtype=torch.int64, largest=False)
+    check(x, 60, values=False, index_offset=7, **win)
+    wide = make("normal", 4, 1800, dtype, DEV, seed=4)
+    check(wide[:, ::2], 100)
+    check(wide.t().contiguous().t()[:, :700], 100, order=Order.VALUE)
+
+
+def test_page_map():
+    """Indices written as the slots of a paged cache: the oracle's positions mapped."""
+    x = make("distinct32", 3, 900, torch.bfloat16, DEV, seed=5)
+    g = torch.Generator().manual_seed(2)
+    table = torch.randperm(2 * 300, generator=g).to(torch.int32).reshape(2, -1).to(DEV)
+    r2b = torch.tensor([1, 0, 1], device=DEV)
+    for order in (Order.INDEX, Order.VALUE):
+        opt = TopkOptions(order=order)
+        oi = torch.full((3, 40), -77, dtype=torch.int32, device=DEV)
+        run_bracket(x, 40, opt, None, oi, SMALL, page=PageMap(table, 4, r2b))
+        pos = oracle_topk(x, 40, opt)[1].long()
+        want = table[r2b[:, None], pos // 4].long() * 4 + pos % 4
+        assert torch.equal(oi.long().cpu(), want.cpu())
