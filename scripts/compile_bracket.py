@@ -3,12 +3,15 @@ without a GPU and print one line per variant: its shared memory in bytes, the at
 to its histogram (``bins``), Triton's own shared-memory instructions while the bins live
 (``clash``: each could overwrite a bin, so there must be none), registers and spills.
 
-    python scripts/compile_bracket.py [--warps 8] [--vectors 1,2]
+    python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--cap 80] [--dtypes bf16]
+
+By default the dispatch's launch (``triton_bracket.BRACKET``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -17,20 +20,20 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 from deepselect.options import Order
-from deepselect.triton_bracket import BracketPlan, bracket_constants
-
-sys.path.insert(0, str(Path(__file__).parent))
-import compile_check  # noqa: E402
-from compile_check import call_defaults, launch_specialization, ptxas_report, source  # noqa: E402
-
-from deepselect.ops.triton.bracket import (  # noqa: E402
-    BRACKET_DEFAULTS,
-    BRACKET_GROUPS,
-    bracket_rows_kernel,
+from deepselect.triton_bracket import (
+    BRACKET,
+    BracketPlan,
+    bracket_constants,
+    bracket_signature,
+    launch_options,
 )
 
+sys.path.insert(0, str(Path(__file__).parent))
+from compile_check import call_defaults, launch_specialization, ptxas_report, source  # noqa: E402
+
+from deepselect.ops.triton.bracket import bracket_rows_kernel  # noqa: E402
+
 TARGET = GPUTarget("cuda", 90, 32)
-compile_check.BUNDLED[bracket_rows_kernel] = (BRACKET_GROUPS, BRACKET_DEFAULTS)
 
 
 def bins_clash(ptx: str) -> int:
@@ -51,13 +54,7 @@ def bins_clash(ptx: str) -> int:
 
 
 def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
-    raw = "*i16" if dtype != torch.float32 else "*i32"
-    sig = dict(x_ptr=raw, stride_xr="i32", stride_xc="i32", N="i32", begin_ptr="*i64",
-               end_ptr="*i64", ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32",
-               stride_ovr="i32", stride_ovc="i32", stride_oir="i32", stride_oic="i32",
-               off_ptr="*i64", off_scalar="i32", fill_index="i32", fill_bits="i32", k="i32",
-               page_ptr="*i32", page_stride="i32", max_pages="i32", n_batch="i32",
-               r2b_ptr="*i64")  # fmt: skip
+    sig = bracket_signature(dtype, idx64)
     consts = bracket_constants(
         dtype, k, plan, largest=True, order=order, has_window=3, off_tensor=False,
         write_values=True,
@@ -67,10 +64,7 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     attrs, ones = launch_specialization(bracket_rows_kernel, sig, values)
     sig.update({n: "constexpr" for n in ones})
     src = source(bracket_rows_kernel, sig, {**consts, **ones}, attrs)
-    opts = dict(num_warps=plan.warps, num_stages=1)
-    if plan.maxnreg is not None:
-        opts["maxnreg"] = plan.maxnreg
-    c = triton.compile(src, target=TARGET, options=opts)
+    c = triton.compile(src, target=TARGET, options=launch_options(plan))
     ptx = c.asm["ptx"]
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
@@ -81,15 +75,17 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--warps", type=int, default=8)
-    p.add_argument("--vectors", default="1,2")
-    p.add_argument("--cap", type=int, default=None)
+    p.add_argument("--warps", type=int, default=BRACKET.warps)
+    p.add_argument("--vectors", default=str(BRACKET.vectors))
+    p.add_argument("--cap", type=int, default=BRACKET.maxnreg)
+    p.add_argument("--dtypes", default="bf16,fp32")
     a = p.parse_args()
-    for dtype in (torch.bfloat16, torch.float32):
+    dts = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    for name in a.dtypes.split(","):
         for vec in (int(v) for v in a.vectors.split(",")):
-            plan = BracketPlan(warps=a.warps, vectors=vec, maxnreg=a.cap)
+            plan = dataclasses.replace(BRACKET, warps=a.warps, vectors=vec, maxnreg=a.cap)
             for k, order in ((2048, Order.NONE), (512, Order.NONE), (2048, Order.VALUE)):
-                print(build(dtype, k, plan, order), flush=True)
+                print(build(dts[name], k, plan, order), flush=True)
 
 
 if __name__ == "__main__":

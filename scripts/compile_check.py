@@ -28,6 +28,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from deepselect import triton_short
+from deepselect.ops.triton.bracket import BRACKET_DEFAULTS, BRACKET_GROUPS, bracket_rows_kernel
 from deepselect.ops.triton.launch import _fill_bits
 from deepselect.ops.triton.passes import PASSES_DEFAULTS, PASSES_GROUPS
 from deepselect.ops.triton.short import SHORT_DEFAULTS, SHORT_GROUPS
@@ -74,6 +75,7 @@ BUNDLED = {
     triton_short.short_rows_kernel: (SHORT_GROUPS, SHORT_DEFAULTS),
     triton_short.split_fused_kernel: (SPLIT_GROUPS, SPLIT_DEFAULTS),
     triton_short.radix_phases_kernel: (PASSES_GROUPS, PASSES_DEFAULTS),
+    bracket_rows_kernel: (BRACKET_GROUPS, BRACKET_DEFAULTS),
 }
 
 

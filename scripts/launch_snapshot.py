@@ -88,6 +88,13 @@ def _launches_before(dt, rows, n, k, order, largest, window, off_tensor, values,
     ints = dict(stride_xr=n, stride_xc=1, N=n, k=k, stride_ovr=k, stride_ovc=1, stride_oir=k)
     ints.update(stride_oic=1, **_defaults(dtype))
     if plan is not None:
+        if plan.kind == "bracket":
+            from deepselect import triton_bracket as TK
+
+            kw = TK.bracket_constants(dtype, k, TK.BRACKET, **dict(flags))
+            kw.update(TK.launch_options(TK.BRACKET))
+            sig = TK.bracket_signature(dtype, False)
+            return [("bracket_rows_kernel", TK.bracket_rows_kernel, sig, kw, ints)]
         if plan.passes and Order(order) != Order.VALUE:
             sig = TS.passes_signature(dtype, False)
             lv = plan.pass_level

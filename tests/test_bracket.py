@@ -60,6 +60,8 @@ def test_adversarial_rows(dtype):
     for k in (1, 39, 40, 41, 87, 350, 699, 700, 701):
         check(x, k, largest=k % 2 == 1)
     check(x, 87, plan=BracketPlan(warps=1, vectors=2, sample=32, ahead=False))
+    for k in (40, 87, 701):
+        check(x, k, plan=BracketPlan(warps=1, vectors=2, sample=32, stage=True))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -75,16 +77,19 @@ def test_distributions(kind):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_a_sample_far_off_takes_every_key(dtype):
     """Rows whose sampled positions hold the largest values (the bracket sits above the
-    k-th key) or the smallest (below it): exact through the bracket of every key. A
-    sample of one key (its rank always outside) too."""
+    k-th key), the smallest (below it) or one value (a bracket one key wide, far from
+    the k-th): exact through the bracket of every key. A sample of one key (its rank
+    always outside) too."""
     n, s = 1024, SMALL.sample
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, n, generator=g, dtype=torch.float64)
+    x = torch.randn(3, n, generator=g, dtype=torch.float64)
     at = (torch.arange(s) * n) // s
     x[0, at] = 100.0 + torch.arange(s, dtype=torch.float64)
     x[1, at] = -100.0 - torch.arange(s, dtype=torch.float64)
+    x[2] *= 10
+    x[2, at] = 1.0  # a bracket of one key (no narrowing after it) that misses
     x = x.to(dtype).to(DEV)
-    for k in (5, 100, 600):
+    for k in (5, 100, 512, 600):  # 512: both ranks inside the sample
         check(x, k)
     check(x, 100, plan=BracketPlan(warps=1, vectors=1, sample=1))
 
@@ -103,6 +108,8 @@ def test_outputs(dtype):
     check(x, 60, **win, order=Order.VALUE, index_offset=torch.arange(4, device=DEV))
     check(x, 60, **win, order=Order.INDEX, index_dtype=torch.int64, largest=False)
     check(x, 60, values=False, index_offset=7, **win)
+    staged = BracketPlan(warps=1, vectors=2, sample=32, stage=True)
+    check(x, 60, plan=staged, **win, index_offset=torch.arange(4, device=DEV), fill_index=-3)
     wide = make("normal", 4, 1800, dtype, DEV, seed=4)
     check(wide[:, ::2], 100)
     check(wide.t().contiguous().t()[:, :700], 100, order=Order.VALUE)
@@ -121,3 +128,51 @@ def test_page_map():
         pos = oracle_topk(x, 40, opt)[1].long()
         want = table[r2b[:, None], pos // 4].long() * 4 + pos % 4
         assert torch.equal(oi.long().cpu(), want.cpu())
+
+
+# ------------------------------------------------------------------------- on a GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,k,dtype",
+    [
+        (300, 16384, 2048, torch.bfloat16),
+        (200, 8192, 2049, torch.float32),
+        (64, 32768, 512, torch.float16),
+        (100, 16384, 1, torch.bfloat16),
+    ],
+)
+def test_gpu_full_size(rows, n, k, dtype):
+    """The launch shapes the GPU takes (8 warps, a 16-byte vector a thread, a sample of
+    512), exact against the oracle on rows that break selections, windows too."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    for kind in ("normal", "ascending", "distinct32", "nan_hotspots", "all_equal", "tiny"):
+        check(make(kind, rows, n, dtype, "cuda", seed=rows + k), k, plan=BracketPlan())
+    x = make("normal", rows, n, dtype, "cuda", seed=1)
+    g = torch.Generator().manual_seed(3)
+    end = torch.randint(n // 2, n + 1, (rows,), generator=g).cuda()
+    begin = torch.randint(0, n // 4, (rows,), generator=g).cuda()
+    check(x, k, plan=BracketPlan(), begin=begin, end=end, order=Order.VALUE)
+    check(x, k, plan=BracketPlan(maxnreg=80), end=end, largest=False, index_dtype=torch.int64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "rows,n,dtype", [(512, 16384, torch.bfloat16), (4096, 8192, torch.float16)]
+)
+def test_gpu_dispatch_takes_it(rows, n, dtype):
+    """Where the dispatch routes a shape here (``triton_short.BRACKET_KP``), ``topk_rows``
+    runs the bracket kernel's launch: exact against the oracle, unsorted and by index,
+    with a window."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from deepselect import topk_rows
+    from deepselect.triton_short import describe, short_path
+
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    x = make("distinct32", rows, n, dtype, "cuda", seed=9)
+    assert describe(short_path(x, 2048, TopkOptions(), sm)) == "bracket"
+    end = torch.full((rows,), n - 5, device="cuda")
+    for kw in (dict(), dict(order=Order.INDEX, end=end)):
+        got = topk_rows(x, 2048, **kw)
+        assert_same_topk(got, oracle_topk(x, 2048, TopkOptions(**kw)), kw.get("order", "none"))

@@ -185,3 +185,25 @@ def test_crowded_stream_launch_builds_at_its_cap():
     for shape in ("4096x60000", "4096x129280"):
         (line,) = compile_check("--stream", shape, "--dtype", "fp32", "--order", "value")
         assert int(re.search(r"regs=(\d+)", line).group(1)) <= 80, (shape, line)
+
+
+def test_bracket_kernel_builds_without_clash_or_spills():
+    """The bracket kernel's launch (bf16, k = 2048 and 512, by value too): its histogram's
+    atomic adds present, no shared-memory instruction of Triton's own while its bins
+    live, no spills."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compile_bracket.py"), "--dtypes", "bf16"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if "regs=" in ln]
+    assert len(lines) == 3, r.stdout
+    for line in lines:
+        assert int(re.search(r"bins=(\d+)", line).group(1)) > 0, line
+        assert " clash=0 " in line, line
+        assert spills(line) == 0, line

@@ -18,6 +18,7 @@ from deepselect import TopkOptions, oracle_topk, triton_short
 from deepselect.distributions import KINDS, make
 from deepselect.options import Order
 from deepselect.triton_short import (
+    BRACKET_KP,
     PER_THREAD,
     WIDE_SHORT_MIN_KP,
     WIDE_SHORT_SLICES,
@@ -82,22 +83,32 @@ def test_wide_short_plan():
 
 def test_dispatch_routes_many_16_bit_rows_of_two_slices_at_large_k():
     wide = "short nmax=16384 warps=16"
-    for rows, n, k in [(512, 16384, 2048), (4096, 16384, 2048), (512, 16384, 1024),
-                       (4096, 16384, 1024), (4096, 16384, WIDE_SHORT_MIN_KP // 2 + 1),
-                       (300, 12345, 1024), (4096, 8193, 2048)]:  # fmt: skip
+    for rows, n, k in [(512, 16384, 1024), (4096, 16384, 1024), (300, 12345, 1024),
+                       (4096, 16384, WIDE_SHORT_MIN_KP // 2 + 1)]:  # fmt: skip
         assert path(rows, n, k) == wide, (rows, n, k)
         assert path(rows, n, k, torch.float16) == wide, (rows, n, k)
-    assert path(512, 16384, 2048, order="value") == wide
-    assert path(512, 16384, 1024, sm=78) == wide
-    # the neighbours keep their plans: 32-bit keys, longer rows, k <= 512, rows of one
-    # slice, few rows (the split or its radix passes)
+    # at kp = BRACKET_KP, unsorted or by index: the bracket kernel (sorted: held whole)
+    for rows, n, k in [(512, 16384, 2048), (4096, 16384, 2048), (4096, 8193, 2048),
+                       (300, 12345, BRACKET_KP // 2 + 1)]:  # fmt: skip
+        assert path(rows, n, k) == "bracket", (rows, n, k)
+        assert path(rows, n, k, torch.float16, order="index") == "bracket", (rows, n, k)
+        assert path(rows, n, k, order="value") == wide, (rows, n, k)
+    assert path(512, 16384, 2048, sm=78) == "bracket"
+    # rows of one slice: the bracket kernel from half a slice, where they crowd the SMs
+    assert path(4096, 8192, 2048) == "bracket"
+    assert path(4096, 4097, 2048) == "bracket"
+    assert path(4096, 8192, 2048, order="value") == "short nmax=8192 crowded"
+    assert path(4096, 4096, 2048) == "short nmax=4096 crowded"
+    assert path(1024, 4096, 2048) == "short nmax=4096 crowded"
+    assert path(395, 8192, 2048) == "short nmax=8192"
+    # the neighbours keep their plans: 32-bit keys, longer rows, k <= 512, few rows
+    # (the split or its radix passes)
     assert path(512, 16384, 2048, torch.float32) == "stream"
+    assert path(4096, 8192, 2048, torch.float32) == "short nmax=8192 crowded"
     assert path(512, 2 * 16384, 2048) == "stream"
     assert path(512, WIDE_SHORT_SLICES * 8192 + 1, 2048) == "stream"
     assert path(4096, 16384, WIDE_SHORT_MIN_KP // 2) == "stream"
     assert path(4096, 16384, 256) == "stream"
-    assert path(4096, 8192, 2048) == "short nmax=8192 crowded"
-    assert path(1024, 4096, 2048) == "short nmax=4096 crowded"
     assert path(4, 16384, 2048).startswith("split")
     assert path(64, 16384, 1024).startswith("split")
     # k past a split's segment: the stream as before (kp 4096 untimed)
@@ -139,7 +150,7 @@ def test_wide_short_distributions(kind):
 @pytest.mark.parametrize(
     "rows,n,k,dtype",
     [
-        (512, 16384, 2048, torch.bfloat16),
+        (512, 16000, 1024, torch.bfloat16),
         (300, 16384, 1024, torch.bfloat16),
         (200, 12345, 1024, torch.float16),
         (300, 8200, 600, torch.bfloat16),

@@ -686,12 +686,14 @@ def test_crowded_short_rows_take_the_occupancy_cap():
 def test_smem_histograms_where_compiled_by_a_known_triton(monkeypatch):
     """The shared-memory histograms are asked of GPU builds by Triton 3.6 or later
     (whose tl.histogram reserves their bytes), never of the interpreter."""
-    monkeypatch.setattr(triton_short, "_interpreting", lambda: False)
+    from deepselect.ops.triton import launch
+
+    monkeypatch.setattr(launch, "_interpreting", lambda: False)
     for version, want in (("3.6.0", True), ("3.9.1", True), ("4.0.0", True), ("3.5.1", False)):
-        monkeypatch.setattr(triton_short.triton, "__version__", version)
+        monkeypatch.setattr(launch.triton, "__version__", version)
         assert triton_short.smem_hist() is want, version
-    monkeypatch.setattr(triton_short, "_interpreting", lambda: True)
-    monkeypatch.setattr(triton_short.triton, "__version__", "3.6.0")
+    monkeypatch.setattr(launch, "_interpreting", lambda: True)
+    monkeypatch.setattr(launch.triton, "__version__", "3.6.0")
     assert not triton_short.smem_hist()
 
 
@@ -792,7 +794,9 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(64, 32768, 2048, bits=32) is None  # 2 segments a program of 32-bit keys
     assert plan(66, 2**17, 2048).pass_tiles == 8  # 16 segments a row, two programs
     assert plan(67, 2**17, 2048) is None and plan(512, 16384, 2048, bits=32) is None  # too many
-    whole = plan(512, 16384, 2048)  # too many too: 16-bit keys, a wide short row
+    # too many too, 16-bit keys: the bracket kernel; sorted, a wide short row
+    assert plan(512, 16384, 2048).kind == "bracket"
+    whole = plan(512, 16384, 2048, by_value=True)
     assert whole.kind == "short" and not whole.passes and whole.levels[0].nmax == 16384
 
 

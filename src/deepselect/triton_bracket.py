@@ -23,9 +23,9 @@ from .ops.triton.launch import (
     bundle,
     page_arguments,
     row_arguments,
+    smem_hist,
 )
 from .options import Order, TopkOptions
-from .triton_short import smem_hist
 
 _bracket_kernel = launch_cache.cached(bracket_rows_kernel)
 
@@ -38,7 +38,8 @@ class BracketPlan:
     block: ``32 * warps * vectors`` vectors); sample: keys sampled for the bracket (a
     power of two); log_bins: the histogram's bins, log2 (``None``: 8 for 16-bit keys,
     11 for 32-bit); maxnreg: the register cap (``None``: none); ahead: each block
-    loaded a step before its work."""
+    loaded a step before its work; stage: positions staged at the output slots, indices
+    and values written once after the loop."""
 
     warps: int = 8
     vectors: int = 1
@@ -46,6 +47,13 @@ class BracketPlan:
     log_bins: int | None = None
     maxnreg: int | None = None
     ahead: bool = True
+    stage: bool = False
+
+
+BRACKET = BracketPlan(sample=256)
+"""The launch the dispatch takes (``triton_short.BRACKET_KP``): 8 warps, a 16-byte vector a
+thread a block, each load a block ahead, a sample of 256 (H100, 4096 x 16K bf16, k =
+2048: 325 us against 351 at 512 and 443 at 64; docs/tuning.md)."""
 
 
 def bracket_constants(
@@ -80,17 +88,38 @@ def bracket_constants(
         KP=max(16, _next_pow2(k)),
         SMEM_HIST=smem_hist(),
         AHEAD=plan.ahead,
+        STAGE=plan.stage,
     )
+
+
+def bracket_signature(dtype: torch.dtype, idx64: bool) -> dict:
+    """Argument types of ``bracket_rows_kernel`` by name, its tuple parameters' members
+    apart (for ``scripts/compile_check.source``)."""
+    raw = "*i16" if dtype in (torch.bfloat16, torch.float16) else "*i32"
+    sig = dict(x_ptr=raw, stride_xr="i32", stride_xc="i32", N="i32", begin_ptr="*i64")
+    sig.update(end_ptr="*i64", ov_ptr=raw, oi_ptr="*i64" if idx64 else "*i32")
+    for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
+        sig[name] = "i32"
+    sig.update(off_ptr="*i64", off_scalar="i32", fill_index="i32", fill_bits="i32", k="i32")
+    sig.update(page_ptr="*i32", page_stride="i32", max_pages="i32", n_batch="i32")
+    sig.update(r2b_ptr="*i64")
+    return sig
+
+
+def launch_options(plan: BracketPlan, interp: bool = False) -> dict:
+    """The launch's options: warps, no software pipelining (its buffers would share the
+    bins' bytes), the register cap (none in the interpreter)."""
+    kw = dict(num_warps=plan.warps, num_stages=1)
+    if plan.maxnreg is not None and not interp:
+        kw["maxnreg"] = plan.maxnreg
+    return kw
 
 
 @cache
 def _launch_bundle(dtype, k, plan: BracketPlan, flags: tuple, page_flags: tuple, interp: bool):
     kw = bracket_constants(dtype, k, plan, **dict(flags))
     kw.update(page_flags)
-    kw["num_warps"] = plan.warps
-    kw["num_stages"] = 1  # no software pipelining: its buffers would share the bins' bytes
-    if plan.maxnreg is not None and not interp:
-        kw["maxnreg"] = plan.maxnreg
+    kw.update(launch_options(plan, interp))
     return bundle(BRACKET_GROUPS, kw, BRACKET_DEFAULTS)
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, fields
 from functools import cache
 
 import torch
-import triton
 
 from . import launch_cache
 from .ops.triton.common import _inf_bits
@@ -30,11 +29,13 @@ from .ops.triton.launch import (
     occupancy_cap,
     page_arguments,
     row_arguments,
+    smem_hist,
 )
 from .ops.triton.passes import PASSES_DEFAULTS, PASSES_GROUPS, radix_phases_kernel
 from .ops.triton.short import SHORT_DEFAULTS, SHORT_GROUPS, short_rows_kernel
 from .ops.triton.split import SPLIT_DEFAULTS, SPLIT_GROUPS, split_fused_kernel
 from .options import Order, TopkOptions
+from .triton_bracket import BRACKET, run_bracket
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
 _short_kernel = launch_cache.cached(short_rows_kernel)
@@ -107,6 +108,7 @@ PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, bea
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
+BRACKET_KP = 2048  # many 16-bit rows of 4K-16K at this kp: the bracket kernel
 WIDE_SHORT_MIN_KP = 1024  # the smallest kp of a wide short row (k <= 512 stays streamed)
 WIDE_SHORT_SLICES = 2  # the longest wide short row, in ShortConfig.nmax
 """Many rows (more than the split takes) of 16-bit keys, ``cfg.nmax < N <=
@@ -164,7 +166,7 @@ class ShortPlan:
     segments of the row instead, ``pass_tiles`` a program, in one cooperative launch
     (``grid_sync``) or one launch per phase."""
 
-    kind: str  # "short" or "split"
+    kind: str  # "short", "split" or "bracket" (no levels: triton_bracket.run_bracket)
     levels: tuple[Level, ...]
     kp: int
     fused_stats: bool
@@ -257,9 +259,15 @@ def _plan(
         return None
     kp = max(16, _next_pow2(k))
     fused = not interpreting
+    # many rows of 16-bit keys, k a large share of the row, unsorted or by index: the
+    # bracket kernel (a program a row re-reading its row from L2), where a program held
+    # the whole row (short, crowded; wide short) or the stream took it
+    bracket = bits == 16 and kp == BRACKET_KP and not by_value
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
         crowded = rows >= CROWDED * sm_count
+        if bracket and crowded and n > cfg.nmax // 2:
+            return ShortPlan("bracket", (), kp, fused)
         level = Level(max(n, 1), 1, nm, False, False, _warps(nm), crowded)
         return ShortPlan("short", (level,), kp, fused)
     # the radix passes: where one cooperative launch holds the rows' segments (the
@@ -282,6 +290,8 @@ def _plan(
         if pkw and not by_value and kp >= PASS_OVER_STREAM_KP:
             return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
         if bits == 16 and kp >= WIDE_SHORT_MIN_KP and n <= WIDE_SHORT_SLICES * cfg.nmax:
+            if bracket:
+                return ShortPlan("bracket", (), kp, fused)
             return wide_short_plan(n, k, cfg, interpreting)
         return None
     L = cfg.nmax
@@ -341,6 +351,8 @@ def describe(plan: ShortPlan | None) -> str:
     segments per row and each merge level's group size x groups."""
     if plan is None:
         return "stream"
+    if plan.kind == "bracket":
+        return "bracket"
     if plan.kind == "short":
         lv = plan.levels[0]
         wide = lv.nmax > 32 * PER_THREAD * lv.num_warps  # (a wide short row's warps)
@@ -451,21 +463,6 @@ def passes_constants(
     if sync:
         return [dict(common, FIRST=0, LAST=last)]
     return [dict(common, FIRST=p, LAST=p) for p in range(last + 1)]
-
-
-SMEM_HIST_TRITON = (3, 6)
-"""The oldest Triton whose ``tl.histogram`` reserves the shared memory that the
-shared-memory histograms use (checked by the compile tests on 3.6, 3.8 and 3.9);
-older releases keep ``tl.histogram``."""
-
-
-def smem_hist() -> bool:
-    """Whether the launches take their histograms from shared memory by atomics
-    (inline PTX, ``ops.triton.sync._histogram``), not ``tl.histogram`` (which Triton 3.6
-    lowers to warp votes): in GPU builds by a Triton of at least SMEM_HIST_TRITON (the
-    interpreter runs no PTX)."""
-    release = tuple(int(p) for p in triton.__version__.split(".")[:2])
-    return not _interpreting() and release >= SMEM_HIST_TRITON
 
 
 def pass_count(dtype: torch.dtype) -> int:
@@ -623,6 +620,9 @@ def run_short(
     """
     rows, n = x.shape
     if rows == 0:
+        return
+    if plan.kind == "bracket":
+        run_bracket(x, k, opt, out_values, out_indices, BRACKET, page)
         return
     dev = x.device
     raw = x.view(_RAW[x.dtype])  # same width: a view for any strides

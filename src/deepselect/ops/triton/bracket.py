@@ -113,11 +113,11 @@ def _shift(span, LOG_NB: tl.constexpr):
 @triton.jit
 def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
           BLOCK: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr,
-          COUNT: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
+          AHEAD: tl.constexpr):  # fmt: skip
     """One read of the window ``[lo, hi)`` in ``nblk`` blocks from ``a``: the histogram
     of its keys in ``[blo, bhi]``, bin ``(key - blo) >> s``, by shared-memory atomics
-    (``SMEM``; else in registers, as the interpreter runs it); ``COUNT``: with the count
-    of keys above ``bhi`` (else 0). No other use of shared memory while the bins live:
+    (``SMEM``; else in registers, as the interpreter runs it), and the count of keys
+    above ``bhi``. No other use of shared memory while the bins live:
     no reduction inside the loop (the counts are per-lane sums)."""
     NB: tl.constexpr = 1 << LOG_NB
     h = tl.zeros([NB], tl.int32)
@@ -133,8 +133,7 @@ def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
             _smem_bins_add(bins, inb)
         else:
             h += tl.histogram(bins, NB, mask=inb)
-        if COUNT:
-            over += (ok & (key > bhi)).to(tl.int32)
+        over += (ok & (key > bhi)).to(tl.int32)
     if SMEM:
         h = _smem_bins_read(NB)
     return h, tl.sum(over, axis=0)
@@ -166,24 +165,26 @@ def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
     kk = tl.minimum(k, nv)
     blo, bhi = _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS, S)
     s = _shift(bhi - blo, LOG_NB)
-    h, above = _bins(
-        x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, True, AHEAD
-    )  # fmt: skip
-    if (above >= kk) | (above + tl.sum(h, axis=0) < kk):  # the sample was that far off
-        blo = tl.zeros_like(blo)
-        bhi = tl.zeros_like(bhi) + KEYS[0]
-        s = s * 0 + (KEY_BITS - LOG_NB)
-        above = above * 0
-        h, _ = _bins(
-            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, False, AHEAD
+    above = nv * 0
+    first = nv == nv
+    done = nv != nv
+    # one read a step, from a single place in the code, so that nothing of Triton's
+    # own can fall between the bins' zero and their read however it lays out the loop
+    while not done:
+        h, over = _bins(
+            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, AHEAD
         )  # fmt: skip
-    blo, bhi, above = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
-    while s > 0:
-        s = tl.maximum(s - LOG_NB, 0)
-        h, _ = _bins(
-            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, False, AHEAD
-        )  # fmt: skip
-        blo, bhi, above = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
+        above = tl.where(first, over, above)  # the first read counts the keys above it
+        miss = first & ((above >= kk) | (above + tl.sum(h, axis=0) < kk))
+        nlo, nhi, nabove = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
+        # the sample that far off: every key, read again; else the bin that holds the
+        # k-th key, read again at fewer bits while it spans more than one key
+        blo = tl.where(miss, 0, nlo).to(tl.uint32)
+        bhi = tl.where(miss, KEYS[0], nhi).to(tl.uint32)
+        above = tl.where(miss, 0, nabove)
+        done = (not miss) & (s == 0)
+        s = tl.where(miss, KEY_BITS - LOG_NB, tl.maximum(s - LOG_NB, 0))
+        first = nv != nv
     return blo, above
 
 
@@ -196,7 +197,7 @@ BRACKET_GROUPS = dict(
     page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
     KEYS=("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16"),
     FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
-    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD"),
+    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD", "STAGE"),
     PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
 )  # fmt: skip
 """How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``)."""
@@ -217,9 +218,11 @@ def bracket_rows_kernel(
     offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
     fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
     ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
-    S, LOG_NB, KP, SMEM_HIST, AHEAD)``: the block read at once (a multiple of the
-    program's threads), the sample, the histogram's bins (log2), a power of two >= k,
-    shared-memory histograms, each block's load a step ahead."""
+    S, LOG_NB, KP, SMEM_HIST, AHEAD, STAGE)``: the block read at once (a multiple of
+    the program's threads), the sample, the histogram's bins (log2), a power of two
+    >= k, shared-memory histograms, each block's load a step ahead, the selection's
+    positions staged at their slots and written out (indices, values) after the
+    loop, once an output (else an index and a value a selected element, in the loop)."""
     x_ptr, stride_xr, stride_xc, N = xin
     begin_ptr, end_ptr = win
     ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
@@ -235,6 +238,7 @@ def bracket_rows_kernel(
     KP: tl.constexpr = SEL[3]
     SMEM: tl.constexpr = SEL[4]
     AHEAD: tl.constexpr = SEL[5]
+    STAGE: tl.constexpr = SEL[6]
     PAGED: tl.constexpr = PAGE[0]
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
     row = tl.program_id(0)
@@ -259,7 +263,7 @@ def bracket_rows_kernel(
     oi_row = oi_ptr + row64 * stride_oir
     ov_row = ov_ptr + row64 * stride_ovr
     orow = (oi_row, stride_oic, ov_row, stride_ovc)
-    staged: tl.constexpr = ORDER == 1 or PAGED
+    staged: tl.constexpr = STAGE or ORDER == 1 or PAGED
     r = kk - above
     n_gt = nv * 0
     n_eq = nv * 0
@@ -272,8 +276,10 @@ def bracket_rows_kernel(
         flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
         run = tl.cumsum(flags, axis=0)  # < 65536 of each in a block
         c_eq = n_eq + (run & 0xFFFF)
-        sel = gt | (eq & (c_eq <= r))
-        slot = (n_gt + (run >> 16) + tl.minimum(c_eq, r) - 1).to(tl.int64)
+        slot = n_gt + (run >> 16) + tl.minimum(c_eq, r) - 1
+        # (slot < kk holds for every selected key: a guard, never a write past the row)
+        sel = (gt | (eq & (c_eq <= r))) & (slot < kk)
+        slot = slot.to(tl.int64)
         if staged:  # positions now, indices and values by the staged write below
             _store_index(oi_row + slot * stride_oic, pos, sel)
         else:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import torch
+import triton
 
 from ...options import Order, TopkOptions
 
@@ -141,3 +142,18 @@ def row_arguments(x: torch.Tensor, opt: TopkOptions, placeholder: torch.Tensor) 
 @cache  # Triton reads it once, when the kernels are defined; so do we (host time per call)
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+SMEM_HIST_TRITON = (3, 6)
+"""The oldest Triton whose ``tl.histogram`` reserves the shared memory that the
+shared-memory histograms use (checked by the compile tests on 3.6, 3.8 and 3.9);
+older releases keep ``tl.histogram``."""
+
+
+def smem_hist() -> bool:
+    """Whether the launches take their histograms from shared memory by atomics
+    (inline PTX, ``ops.triton.sync._histogram``), not ``tl.histogram`` (which Triton 3.6
+    lowers to warp votes): in GPU builds by a Triton of at least SMEM_HIST_TRITON (the
+    interpreter runs no PTX)."""
+    release = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    return not _interpreting() and release >= SMEM_HIST_TRITON
