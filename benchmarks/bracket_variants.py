@@ -47,8 +47,9 @@ PLANS = {
     "s256": BracketPlan(sample=256),
     "s128": BracketPlan(sample=128),
     "s64": BracketPlan(sample=64),
+    "staged": BracketPlan(sample=256, stage=True),
 }
-QUICK_PLANS = ("b8", "s256", "s128", "s64")
+QUICK_PLANS = ("staged",)
 CPU_PLANS = {"b1": BracketPlan(warps=1, vectors=2, sample=32)}
 
 
