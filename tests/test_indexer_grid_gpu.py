@@ -159,20 +159,23 @@ def test_grid_selection_covers_every_k_n_batch_and_kind():
 
 
 def test_grid_cases_of_wide_short_rows():
-    """The grid's bf16 rows of 16K at k = 2048 by 512 take the wide short row (one
-    program a row holds it at 16 warps); its fp32 and 128K rows, and k = 4096, do not."""
+    """The grid's bf16 rows of 16K at k = 2048 by 512 take the bracket kernel, as 4096 do
+    (and rows of 8K by 4096); at k = 1024 one program a row holds the row at 16 warps;
+    its fp32 and 128K rows, and k = 4096, take neither."""
     from deepselect import triton_short as ts
 
-    wide = {
+    held = {
         c[:4] for c in GRID_CASES
-        if expected_path(c[0], c[1], c[2], c[3], "none", 132)[0] == "short"
+        if expected_path(c[0], c[1], c[2], c[3], "none", 132)[0] in ("short", "bracket")
         and c[2] > ts.ShortConfig().nmax
     }  # fmt: skip
-    assert wide == {(B16, 512, K16, 2048)}
-    _, plan = expected_path(B16, 512, K16, 2048, "none", 132)
-    assert str(plan) == "short nmax=16384 warps=16"
-    for rows, k in ((4096, 2048), (512, 1024), (4096, 1024)):
-        assert str(expected_path(B16, rows, K16, k, "none", 132)[1]) == str(plan), (rows, k)
+    assert held == {(B16, 512, K16, 2048)}
+    for rows, n in ((512, K16), (4096, K16), (4096, K16 // 2)):
+        assert expected_path(B16, rows, n, 2048, "none", 132)[0] == "bracket", (rows, n)
+    assert expected_path(B16, 512, K16, 2048, "value", 132)[0] == "short"
+    for rows in (512, 4096):
+        _, plan = expected_path(B16, rows, K16, 1024, "none", 132)
+        assert str(plan) == "short nmax=16384 warps=16", rows
 
 
 def test_heavy_rows_put_the_kth_among_their_specials():
@@ -224,6 +227,8 @@ def boundaries(sm: int) -> list[Boundary]:
     k_split = cfg.nmax // 4  # a split's segment is at least 4 k long, at most nmax
     many = two * sm  # rows that two programs per SM hold in one wave
     stream, short = frozenset({"stream"}), frozenset({"short"})
+    bracket = frozenset({"bracket"})
+    crowd = ts.CROWDED * sm  # rows of one slice that crowd the SMs
     # many rows of 16-bit keys held whole by one program (more rows than SMs: no
     # radix passes either side), from kp = WIDE_SHORT_MIN_KP, up to WIDE_SHORT_SLICES
     wide_rows, wide_n, wide_k = max(512, sm + 1), ts.WIDE_SHORT_SLICES * cfg.nmax, 1024
@@ -275,6 +280,14 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("WIDE_SHORT_SLICES", B16, ((wide_rows, wide_n, wide_k),
                                             (wide_rows, wide_n + STEP, wide_k)),
                  "path", (short, stream)),
+        # the bracket kernel: wide short rows from kp = BRACKET_KP, and rows of one
+        # slice from half a slice where they crowd the SMs
+        Boundary("BRACKET_KP", B16, ((wide_rows, wide_n, ts.BRACKET_KP // 2),
+                                     (wide_rows, wide_n, ts.BRACKET_KP // 2 + 1)),
+                 "path", (short, bracket)),
+        Boundary("bracket crowded rows", B16, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
+                                               (crowd, cfg.nmax, ts.BRACKET_KP)),
+                 "path", (short, bracket)),
     ]  # fmt: skip
 
 
@@ -291,8 +304,8 @@ def expected_path(dtype, rows: int, n: int, k: int, order: str, sm: int):
     # the plan a GPU build makes (the interpreter never takes the radix passes)
     plan = triton_short._plan(rows, n, k, sm, ShortConfig(), False, bits, order == "value")
     if plan is not None:
-        if plan.kind == "short":
-            return "short", plan
+        if plan.kind in ("short", "bracket"):
+            return plan.kind, plan
         return ("passes" if plan.passes and order != "value" else "split"), plan
     if k > tb.MAX_FAST_K:
         return "oracle", None
@@ -325,7 +338,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 15
+    assert len({b.name for b in seen}) == len(seen) == 17
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)
@@ -350,7 +363,7 @@ def test_boundary_side_takes_its_path_exactly(name, side, caplog):
     lines = _launch_lines(caplog)
     assert len(lines) == 1, lines
     line = lines[0]
-    if label in ("short", "split", "passes"):
+    if label in ("short", "split", "passes", "bracket"):
         assert line.startswith("triton-short ") and line.endswith(f"plan={what}"), line
     elif label == "oracle":
         assert line.startswith("oracle "), line
