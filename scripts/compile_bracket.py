@@ -1,7 +1,8 @@
 """Build the bracket kernel (:mod:`deepselect.ops.triton.bracket`) for an H100/H200 (sm_90)
 without a GPU and print one line per variant: its shared memory in bytes, the atomic adds
 to its histogram (``bins``), Triton's own shared-memory instructions while the bins live
-(``clash``: each could overwrite a bin, so there must be none), registers and spills.
+(``clash``: each could overwrite a bin, so there must be none), the layout conversions
+(``cvt``: each goes through shared memory and its barriers), registers and spills.
 
     python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--cap 80] [--dtypes bf16]
 
@@ -69,7 +70,8 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
         f"vectors={plan.vectors} cap={plan.maxnreg} smem={c.metadata.shared} "
-        f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx)} {ptxas_report(ptx)}"
+        f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx)} "
+        f"cvt={c.asm['ttgir'].count('convert_layout')} {ptxas_report(ptx)}"
     )
 
 

@@ -190,8 +190,8 @@ def test_crowded_stream_launch_builds_at_its_cap():
 def test_bracket_kernel_builds_without_clash_or_spills():
     """The bracket kernel's launch (bf16, k = 2048 and 512, by value too): its histogram's
     atomic adds present, no shared-memory instruction of Triton's own while its bins
-    live; no spills where the dispatch takes it (unsorted: by value a program holds the
-    row)."""
+    live; where the dispatch takes it (unsorted: by value a program holds the row), no
+    spills and no layout conversion."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run(
@@ -207,4 +207,5 @@ def test_bracket_kernel_builds_without_clash_or_spills():
     for line in lines:
         assert int(re.search(r"bins=(\d+)", line).group(1)) > 0, line
         assert " clash=0 " in line, line
-        assert "order=value" in line or spills(line) == 0, line
+        # unsorted, the selection's scattered stores keep the loop's layout
+        assert "order=value" in line or (spills(line) == 0 and " cvt=0 " in line), line

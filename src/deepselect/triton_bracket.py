@@ -89,6 +89,7 @@ def bracket_constants(
         SMEM_HIST=smem_hist(),
         AHEAD=plan.ahead,
         STAGE=plan.stage,
+        ASM=not _interpreting(),
     )
 
 

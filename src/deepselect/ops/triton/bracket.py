@@ -38,7 +38,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import _out_index, _raw_key, _store_index, _window
+from .common import _out_index, _raw_key, _window
 from .short import _write_in_order, _write_staged
 from .sync import _smem_bins_add, _smem_bins_read, _smem_bins_zero
 
@@ -78,6 +78,34 @@ def _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS: tl.constexpr, BLOCK: tl.c
     ok = (pos >= lo) & (pos < hi)
     key = _raw_key(raw, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
     return pos, raw, key, ok, ahead
+
+
+# word [$1] := $3 where $2 != 0 (a store that keeps its operands' layout: Triton's own
+# store through a scattered pointer re-lays its operands out through shared memory)
+_ST = "{ .reg .pred %p; setp.ne.s32 %p, $2, 0; @%p st.global.bBITS [$1], $3; mov.b32 $0, 0; }"
+STORE16_ASM = tl.constexpr(_ST.replace("BITS", "16"))
+STORE32_ASM = tl.constexpr(_ST.replace("BITS", "32"))
+STORE64_ASM = tl.constexpr(_ST.replace("BITS", "64"))
+
+
+@triton.jit
+def _scatter(ptr, val, mask, ASM: tl.constexpr):
+    """``tl.store(ptr, val, mask=mask)`` (``val`` of the pointer's element type, 16, 32
+    or 64 bits); ``ASM``: by inline PTX, in the layout the operands have (GPU builds)."""
+    if ASM:
+        BITS: tl.constexpr = val.dtype.primitive_bitwidth
+        m = mask.to(tl.int32)
+        if BITS == 16:
+            tl.inline_asm_elementwise(STORE16_ASM, "=r,l,r,h", [ptr, m, val], dtype=tl.int32,
+                                      is_pure=False, pack=1)  # fmt: skip
+        elif BITS == 32:
+            tl.inline_asm_elementwise(STORE32_ASM, "=r,l,r,r", [ptr, m, val], dtype=tl.int32,
+                                      is_pure=False, pack=1)  # fmt: skip
+        else:
+            tl.inline_asm_elementwise(STORE64_ASM, "=r,l,r,l", [ptr, m, val], dtype=tl.int32,
+                                      is_pure=False, pack=1)  # fmt: skip
+    else:
+        tl.store(ptr, val, mask=mask)
 
 
 @triton.jit
@@ -197,7 +225,7 @@ BRACKET_GROUPS = dict(
     page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
     KEYS=("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16"),
     FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
-    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD", "STAGE"),
+    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD", "STAGE", "ASM"),
     PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
 )  # fmt: skip
 """How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``)."""
@@ -218,11 +246,12 @@ def bracket_rows_kernel(
     offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
     fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
     ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
-    S, LOG_NB, KP, SMEM_HIST, AHEAD, STAGE)``: the block read at once (a multiple of
+    S, LOG_NB, KP, SMEM_HIST, AHEAD, STAGE, ASM)``: the block read at once (a multiple of
     the program's threads), the sample, the histogram's bins (log2), a power of two
     >= k, shared-memory histograms, each block's load a step ahead, the selection's
     positions staged at their slots and written out (indices, values) after the
-    loop, once an output (else an index and a value a selected element, in the loop)."""
+    loop, once an output (else an index and a value a selected element, in the loop),
+    the selection's stores by inline PTX (GPU builds)."""
     x_ptr, stride_xr, stride_xc, N = xin
     begin_ptr, end_ptr = win
     ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
@@ -239,6 +268,7 @@ def bracket_rows_kernel(
     SMEM: tl.constexpr = SEL[4]
     AHEAD: tl.constexpr = SEL[5]
     STAGE: tl.constexpr = SEL[6]
+    ASM: tl.constexpr = SEL[7]
     PAGED: tl.constexpr = PAGE[0]
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
     row = tl.program_id(0)
@@ -281,16 +311,16 @@ def bracket_rows_kernel(
         sel = (gt | (eq & (c_eq <= r))) & (slot < kk)
         slot = slot.to(tl.int64)
         if staged:  # positions now, indices and values by the staged write below
-            _store_index(oi_row + slot * stride_oic, pos, sel)
+            _scatter(oi_row + slot * stride_oic, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
         else:
             page_ptr, page_stride, max_pages, n_batch, r2b_ptr = page
             idx = _out_index(
                 pos, sel, row, offset, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
                 PAGED, PAGE[1], PAGE[2],
             )  # fmt: skip
-            _store_index(oi_row + slot * stride_oic, idx, sel)
+            _scatter(oi_row + slot * stride_oic, idx.to(oi_ptr.dtype.element_ty), sel, ASM)
             if WRITE_VALUES:
-                tl.store(ov_row + slot * stride_ovc, raw, mask=sel)
+                _scatter(ov_row + slot * stride_ovc, raw, sel, ASM)
         tot = tl.sum(flags, axis=0)
         n_gt += tot >> 16
         n_eq += tot & 0xFFFF
