@@ -30,28 +30,17 @@ from deepselect.triton_bracket import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_check import call_defaults, launch_specialization, ptxas_report, source  # noqa: E402
+from compile_check import (  # noqa: E402
+    bins_clash,
+    call_defaults,
+    launch_specialization,
+    ptxas_report,
+    source,
+)
 
 from deepselect.ops.triton.bracket import bracket_rows_kernel  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
-
-
-def bins_clash(ptx: str) -> int:
-    """Shared-memory instructions of Triton's own from an inline zero of the bins to
-    their inline read."""
-    inside = live = False
-    clash = 0
-    for line in ptx.splitlines():
-        if "begin inline asm" in line or "end inline asm" in line:
-            inside = "begin" in line
-        elif inside and "st.shared.b32 [%a], 0" in line:
-            live = True
-        elif inside and "ld.shared.b32" in line and "[%a]" in line:
-            live = False
-        elif live and not inside and ".shared" in line:
-            clash += 1
-    return clash
 
 
 def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
@@ -70,7 +59,7 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
         f"vectors={plan.vectors} cap={plan.maxnreg} smem={c.metadata.shared} "
-        f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx)} "
+        f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx, 32)} "
         f"cvt={c.asm['ttgir'].count('convert_layout')} {ptxas_report(ptx)}"
     )
 

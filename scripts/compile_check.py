@@ -277,6 +277,25 @@ def compile_short_levels(dtype, rows, n, k, order=Order.NONE, paged=False, by_ph
     return triton_short.describe(plan), out
 
 
+def bins_clash(ptx: str, bits: int) -> int:
+    """Shared-memory instructions of Triton's own while a kernel's inline shared-memory
+    bins of ``bits``-bit words live (from their inline zero to their inline read,
+    ``ops.triton.sync``): each one could overwrite a bin, so there must be none."""
+    zero = "st.shared.b64 [%a], %z" if bits == 64 else "st.shared.b32 [%a], 0"
+    inside = live = False
+    clash = 0
+    for line in ptx.splitlines():
+        if "begin inline asm" in line or "end inline asm" in line:
+            inside = "begin" in line
+        elif inside and zero in line:
+            live = True
+        elif inside and f"ld.shared.b{bits}" in line and "[%a]" in line:
+            live = False
+        elif live and not inside and ".shared" in line:
+            clash += 1
+    return clash
+
+
 def ptxas_report(ptx: str) -> str:
     """Registers / spills as ptxas reports them for sm_90."""
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas-blackwell")

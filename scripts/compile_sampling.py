@@ -24,7 +24,7 @@ from deepselect.ops.triton.common import _inf_bits
 from deepselect.triton_sampling import RANK_MAX, ROW_BLOCK
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_check import ptxas_report  # noqa: E402
+from compile_check import bins_clash, ptxas_report  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 RANKINGS = ((False, False), (True, False), (True, True))
@@ -33,24 +33,6 @@ TOP_P_VARIANTS = [(False, t, False, p) for t in (False, True) for p in (False, T
 TOP_P_VARIANTS += [(False, False, True, p) for p in (False, True)]
 TOP_P_VARIANTS += [(True, True, False, True), (True, False, True, True)]
 RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
-
-
-def bins_clash(ptx: str) -> int:
-    """Shared-memory instructions of Triton's own while the top-p descent's int64 bins
-    live (from an inline zero of them to an inline read): each one could overwrite a
-    bin, so there must be none."""
-    inside = live = False
-    clash = 0
-    for line in ptx.splitlines():
-        if "begin inline asm" in line or "end inline asm" in line:
-            inside = "begin" in line
-        elif inside and "st.shared.b64 [%a], %z" in line:
-            live = True
-        elif inside and "ld.shared.b64" in line and "[%a]" in line:
-            live = False
-        elif live and not inside and ".shared" in line:
-            clash += 1
-    return clash
 
 
 def build(fn, sig: dict, consts: dict) -> str:
@@ -62,7 +44,7 @@ def build(fn, sig: dict, consts: dict) -> str:
     return (
         f"{fn.__name__} bits={consts['KEY_BITS']} {flags} div={','.join(divs) or '-'} "
         f"smem={kernel.metadata.shared} bins={ptx.count('red.shared.add.u64')} "
-        f"clash={bins_clash(ptx)} {ptxas_report(ptx)}"
+        f"clash={bins_clash(ptx, 64)} {ptxas_report(ptx)}"
     )
 
 
