@@ -12,7 +12,6 @@ import torch
 
 from . import launch_cache
 from .ops.triton.bracket import BRACKET_DEFAULTS, BRACKET_GROUPS, bracket_rows_kernel
-from .ops.triton.common import _inf_bits
 from .ops.triton.launch import (
     _ORDER_CODE,
     _RAW,
@@ -21,6 +20,7 @@ from .ops.triton.launch import (
     _interpreting,
     _next_pow2,
     bundle,
+    key_constants,
     page_arguments,
     row_arguments,
     smem_hist,
@@ -73,11 +73,7 @@ def bracket_constants(
     per_vector = 128 // bits
     log_bins = plan.log_bins if plan.log_bins is not None else (8 if bits == 16 else 11)
     return dict(
-        KEY_MASK=(1 << bits) - 1,
-        SIGN=1 << (bits - 1),
-        INF_BITS=_inf_bits(bits, dtype == torch.float16),
-        LARGEST=largest,
-        RAW16=bits == 16,
+        **key_constants(dtype, largest),
         ORDER=_ORDER_CODE[Order(order)],
         HAS_WINDOW=has_window,
         OFF_TENSOR=off_tensor,

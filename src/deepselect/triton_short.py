@@ -16,7 +16,6 @@ from functools import cache
 import torch
 
 from . import launch_cache
-from .ops.triton.common import _inf_bits
 from .ops.triton.launch import (
     _ORDER_CODE,
     _RAW,
@@ -26,6 +25,7 @@ from .ops.triton.launch import (
     _interpreting,
     _next_pow2,
     bundle,
+    key_constants,
     occupancy_cap,
     page_arguments,
     row_arguments,
@@ -383,13 +383,8 @@ def kernel_constants(
 ) -> dict:
     """The compile-time parameters of ``short_rows_kernel`` for one level of a plan
     (the launch and a compile check without a GPU build the same kernel)."""
-    bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     return dict(
-        KEY_MASK=(1 << bits) - 1,
-        SIGN=1 << (bits - 1),
-        INF_BITS=_inf_bits(bits, dtype == torch.float16),
-        LARGEST=largest,
-        RAW16=bits == 16,
+        **key_constants(dtype, largest),
         SRC_CAND=level.src_cand,
         DST_CAND=level.dst_cand,
         ORDER=_ORDER_CODE[Order(order)],

@@ -14,6 +14,7 @@ import torch
 import triton
 
 from ...options import Order, TopkOptions
+from .common import _inf_bits
 
 _ORDER_CODE = {Order.NONE: 0, Order.VALUE: 1, Order.INDEX: 2}
 
@@ -96,6 +97,20 @@ def kept_arguments(kept: KeptRows | None, dtype: torch.dtype) -> tuple[tuple, di
         K_TENSOR=kept.k_rows is not None,
         FP16=dtype == torch.float16,
         NINF=_fill_bits(float("-inf"), dtype),
+    )
+
+
+def key_constants(dtype: torch.dtype, largest: bool) -> dict:
+    """The compile-time arguments of a register-held selection's keys (the kernels'
+    ``KEYS`` bundle): the key's mask and sign bit, the raw bits of infinity, the
+    direction, 16-bit raw values or not."""
+    bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
+    return dict(
+        KEY_MASK=(1 << bits) - 1,
+        SIGN=1 << (bits - 1),
+        INF_BITS=_inf_bits(bits, dtype == torch.float16),
+        LARGEST=largest,
+        RAW16=bits == 16,
     )
 
 
