@@ -18,6 +18,7 @@ from helpers import bits
 from deepselect import engine, topk_rows, triton_sampling
 from deepselect.distributions import make
 from deepselect.keys import SUPPORTED_DTYPES
+from deepselect.ops.triton import sampling as sampling_ops
 from deepselect.triton_sampling import fuses, kept_rows, mask_rows, renorm_rows, stream_tile
 
 # 0 / 0 and log(0) in the kernels, which numpy (the interpreter) warns about
@@ -220,19 +221,22 @@ def test_top_p_draw_identical(kernels, kind):
             assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
+@pytest.mark.parametrize("rounds", [triton_sampling.TOP_P_ROUNDS, 1])
 @pytest.mark.parametrize(
     "kind, dtype",
     [(kind, torch.float32) for kind in ("tiny", "distinct32", "signed_zeros", "normal")]
     + [("tiny", torch.bfloat16), ("distinct32", torch.float16)],
 )
-def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype):
+def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype, rounds):
     """Top-p draws whose kept ranks reach past the select's best-first entries (4 of
     them here, ``TOP_P_RANKS`` patched): a per-row k without k_max (rows of k in (4, V)
     find their k-th key in passes over the row), whole rows (k <= 0, >= V, as ints and
     per row) that are flat ("tiny", or a high temperature) or peaked, ties at the cut
     ("distinct32", +-0.0), NaN, +-inf and all-equal rows: the same tokens as the torch
-    definitions, for logits and probabilities, top_p tiny to 1 and per row."""
+    definitions, for logits and probabilities, top_p tiny to 1 and per row. Whole rows
+    draw in rounds; with one round, most of them find their cut after it."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "TOP_P_ROUNDS", rounds)
     v = 300
     x = rows_with_edges(kind, 9, v, dtype, seed=47)
     seeds = torch.arange(9, dtype=torch.int64) * 7919 - 2**40
@@ -254,11 +258,65 @@ def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype):
         assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
+@pytest.mark.parametrize("kind", ["tiny", "distinct32", "normal"])
+def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind):
+    """Whole rows past the selection (``TOP_P_RANKS`` patched to 4) whose top_p is at
+    least 0.05 draw within the rounds, without the cut's descent (patched to fail
+    here): the same tokens as the torch definitions, flat and peaked rows, ties
+    ("distinct32"), logits at several temperatures and probabilities."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+
+    def no_descent(*args, **kwargs):
+        raise AssertionError("a whole row's draw took the cut's descent")
+
+    monkeypatch.setattr(sampling_ops, "_descend", no_descent)
+    rows, v = 16, 300
+    gen = torch.Generator().manual_seed(61)
+    x = make(kind, rows, v, torch.float32, seed=67)
+    seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
+    rows_p = torch.rand(rows, generator=gen, dtype=torch.float64) * 0.95 + 0.05
+    temp = torch.linspace(0.5, 16.0, rows)
+    probs = torch.softmax(x * 0.05, dim=1)
+    f, g = engine.top_k_top_p_sampling_from_logits, engine.top_k_top_p_sampling_from_probs
+    for k, p in ((0, rows_p), (v + 3, 0.5), (torch.tensor([0, v] * (rows // 2)), 0.9)):
+        want = f(x, k, p, temperature=temp, seeds=seeds)
+        assert torch.equal(kernels(f, x, k, p, temperature=temp, seeds=seeds), want), (k, p)
+        want = g(probs, k, p, seeds=seeds)
+        assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
+
+
+def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch):
+    """Probabilities below zero (unchecked on a device; their log, the score, is NaN)
+    in flat rows kept whole: the rounds stop at the NaN and the cut's descent decides,
+    whether the ranks that stay hold it (then the top-1) or not: the same tokens as
+    without rounds (``TOP_P_ROUNDS`` 0), where the descent always decides."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    rows, v = 6, 300
+    probs = torch.softmax(make("tiny", rows, v, torch.float32, seed=71), dim=1)
+    probs[:, 5] = -probs[:, 5]  # ranked last: in the set only where top_p reaches it
+    vals, idx = topk_rows(probs, 4, order="value")
+    seeds = torch.arange(rows, dtype=torch.int64) * 104729
+    draws = {}
+    for rounds in (triton_sampling.TOP_P_ROUNDS, 0):
+        monkeypatch.setattr(triton_sampling, "TOP_P_ROUNDS", rounds)
+        draws[rounds] = [
+            triton_sampling.top_p_draw(probs, 0, vals, idx, seeds, p, from_probs=True)
+            for p in (0.5, 0.999999, torch.tensor([0.3, 1.0, 0.7, 0.9999999, 0.9, 0.99999]))
+        ]
+    for got, want in zip(*draws.values()):
+        assert torch.equal(got, want)
+    # top_p 1 keeps the NaN, so the top-1; below 1 the last rank (the NaN's) goes
+    assert int(draws[0][2][1]) == int(idx[1, 0])
+    assert not bool((draws[0][0] == idx[:, 0]).any())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_top_p_draws_stay_in_the_kept_ties(kernels, monkeypatch, dtype):
     """Rows of one value, past the select (``TOP_P_RANKS`` patched to 4): the top-k set
     is the first ``kk`` columns and rank j stays while ``j < top_p * kk``, so every
-    draw is below ``ceil(top_p * kk)``; and the same tokens as the torch definitions.
+    draw is below ``ceil(top_p * kk)`` (top_p 0.5: rank ``kk / 2`` of an even ``kk``
+    goes, its weight before exactly the cut); and the same tokens as the torch
+    definitions.
     Many rows, so a tie counted one too many at either cut (the k-th key's or the
     weights') is drawn somewhere."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
@@ -269,7 +327,7 @@ def test_top_p_draws_stay_in_the_kept_ties(kernels, monkeypatch, dtype):
     x = torch.full((rows, v), -2.5, dtype=dtype)
     seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
     kk = torch.where((k <= 0) | (k >= v), v, k)
-    for top_p in (torch.rand(rows, generator=gen, dtype=torch.float64) * 0.9 + 0.05, 1.0):
+    for top_p in (torch.rand(rows, generator=gen, dtype=torch.float64) * 0.9 + 0.05, 0.5, 1.0):
         bound = torch.ceil(torch.as_tensor(top_p, dtype=torch.float64) * kk).clamp(min=1)
         for fn, t in ((engine.top_k_top_p_sampling_from_logits, 0.9), (None, None)):
             if fn is None:

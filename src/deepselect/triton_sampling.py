@@ -61,6 +61,11 @@ TOP_P_RANKS = 1024
 them (a per-row ``k`` without ``k_max``, or a whole row): a row whose ranks that stay
 reach past them is read again (:func:`top_p_draw`), a bounded but slower path."""
 
+TOP_P_ROUNDS = 16
+"""At most this many rounds (two reads of the row each) of a whole row's top-p draw
+without its cut (``ops.triton.sampling._draw_by_rounds``; about ``1 + ln(1 / top_p)``
+are needed); then the cut's radix descent, as for a row of ``k`` past the selection."""
+
 ROW_BLOCK = 256
 """Entries a step of :func:`top_p_draw`'s passes over a row: at least the program's
 threads (``32 * NUM_WARPS``), as its shared-memory sums need."""
@@ -268,6 +273,7 @@ def top_p_draw(
         K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor, FROM_PROBS=from_probs,
         PRECISE_LOG=not _interpreting(), SMEM=smem,
         BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
-        ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, num_warps=NUM_WARPS, **keys,
+        ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, ROUNDS=TOP_P_ROUNDS,
+        num_warps=NUM_WARPS, **keys,
     )  # fmt: skip
     return out

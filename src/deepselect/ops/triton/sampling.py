@@ -497,13 +497,78 @@ def _fixed_at(tk, t, mx, fix, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
 
 
 @triton.jit
+def _draw_by_rounds(
+    x_row, sx_col, V, key, cut_fix, t, mx, fix, KEY_BITS: tl.constexpr,
+    INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
+    PRECISE: tl.constexpr, ROUNDS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``(column, fine, done)``: the top-p draw of a whole row without finding its cut,
+    in at most ``ROUNDS`` rounds of two reads of the row.
+
+    The draw is the best Gumbel score over the ranks that stay, and they are a prefix
+    of the row's order (key, then column), the ranks whose ranks before them weigh
+    below ``cut_fix`` (:func:`_fixed` sums). A round takes the best score over a pool
+    that holds that prefix (first the row, then the ranks before the last candidate),
+    then sums the weight before its column: below the cut, it stays, so it is the best
+    of the prefix too (ties to the lowest column alike); else no rank from it on stays,
+    and the next pool is the ranks before it. The pool's weight falls by a uniform
+    share a round (the candidate is drawn in proportion to weight), so a top_p of p
+    takes about ``1 + ln(1 / p)`` rounds. Not ``done``: a NaN score in a pool (the
+    prefix's NaN would decide), or ``ROUNDS`` rounds; the caller then finds the cut.
+    ``fine``: the best score finite (else the caller keeps the top-1)."""
+    b_col = tl.zeros([], tl.int64)
+    fine = b_col == 0
+    done = tl.zeros([], tl.int32)  # 1: drawn, 2: a NaN score, 0: go on
+    first = tl.full([], 1, tl.int32)
+    kb = tl.zeros([], tl.uint32)  # the pool: ranks before (kb, cb)
+    cb = tl.zeros([], tl.int64)
+    for _round in range(ROUNDS):
+        if done == 0:
+            best = tl.full([BLOCK], float("-inf"), tl.float32)
+            best_col = tl.full([BLOCK], COL_NONE, tl.int64)
+            nan = tl.zeros([BLOCK], tl.int32)
+            for q in range(0, V, BLOCK):
+                c = q + tl.arange(0, BLOCK)
+                ok = c < V
+                raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
+                kc = _keys(raw, KEY_BITS, INF_BITS)
+                pool = ok & ((first != 0) | (kc > kb) | ((kc == kb) & (c < cb)))
+                score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+                if FROM_PROBS:
+                    score = tl.where(score == float("-inf"), score, _log(score, PRECISE))
+                best, best_col, nan = _gumbel_step(
+                    score, c.to(tl.int64), key, pool, best, best_col, nan, PRECISE
+                )  # fmt: skip
+            cand, drawn = _gumbel_pick(best, best_col, nan)
+            clean = tl.max(nan, axis=0) == 0
+            ck = _keys(tl.load(x_row + cand * sx_col), KEY_BITS, INF_BITS)
+            before = tl.zeros([BLOCK], tl.int64)
+            if clean & drawn:  # the weight of the ranks before the candidate
+                for q2 in range(0, V, BLOCK):
+                    c = q2 + tl.arange(0, BLOCK)
+                    raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
+                    kc = _keys(raw, KEY_BITS, INF_BITS)
+                    ahead = (c < V) & ((kc > ck) | ((kc == ck) & (c < cand)))
+                    _, w = _top_p_weights(raw, t, ahead, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+                    before += _fixed(w, fix)
+            stays = tl.sum(before, axis=0).to(tl.float64) < cut_fix
+            done = tl.where(clean, tl.where(stays | ~drawn, 1, 0), 2)
+            b_col = cand
+            fine = drawn
+            first = first * 0
+            kb = ck
+            cb = cand
+    return b_col, fine, done == 1
+
+
+@triton.jit
 def top_p_draw_kernel(
     x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr,
     temp_scalar, p_ptr, out_ptr, V, m, fix,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
-    ROW_BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr, ROUNDS: tl.constexpr,
 ):  # fmt: skip
     """``out[row]``: ``engine._top_p_draw`` of a row (logits scaled by ``temperature``,
     or probabilities) with ``m`` entries selected best first: its top-k set is its
@@ -517,10 +582,13 @@ def top_p_draw_kernel(
     * Where the ranks that stay are within the selection (``kk <= m``; or a whole
       row, whose weights summed in one read of it reach the cut inside the
       selection): fp64 sums over the selection, from L2.
-    * Else (a flat row, or ``m < kk < V``): bounded passes over the row. The ``kk``-th
-      key and the set's total by :func:`_descend` on counts (where ``kk < V``), then
-      the key where the weights reach the cut by :func:`_descend` on weights, in
-      fixed point; then a draw over the row, the ties at that key by column."""
+    * Else (a flat row, or ``m < kk < V``): bounded passes over the row. A whole row
+      first draws by :func:`_draw_by_rounds` (two reads a round, about ``1 + ln(1 /
+      top_p)`` rounds). Where that does not finish, and where ``m < kk < V``: the
+      ``kk``-th key and the set's total by :func:`_descend` on counts (where ``kk <
+      V``), then the key where the weights reach the cut by :func:`_descend` on
+      weights, in fixed point; then a draw over the row, the ties at that key by
+      column."""
     row = tl.program_id(0).to(tl.int64)
     if K_TENSOR:
         kr = tl.load(k_ptr + row).to(tl.int64)
@@ -569,6 +637,9 @@ def top_p_draw_kernel(
     inside = tl.max(((sel >= cut) & ~every).to(tl.int32), axis=0) & whole.to(tl.int32)
     inside = inside | tl.max((~(top_p > 0.0)).to(tl.int32), axis=0)
     inside = inside | (~beyond | ~finite).to(tl.int32)
+    b_col = tl.zeros([], tl.int64)
+    fine = b_col == 0
+    drawn = b_col != 0  # by the rounds, for a whole row
     if inside != 0:
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         best_col = tl.full([BLOCK], COL_NONE, tl.int64)
@@ -593,7 +664,13 @@ def top_p_draw_kernel(
                 score, col, key, stays, best, best_col, nan, PRECISE_LOG
             )  # fmt: skip
         b_col, fine = _gumbel_pick(best, best_col, nan)
-    else:
+    elif whole & (tl.max((~every).to(tl.int32), axis=0) != 0):
+        cut_fix = tl.max(top_p, axis=0) * tl.sum(row_fix, axis=0).to(tl.float64)
+        b_col, fine, drawn = _draw_by_rounds(
+            x_row, sx_col, V, key, cut_fix, t, mx, fix, KEY_BITS, INF_BITS, FP16,
+            FROM_PROBS, PRECISE_LOG, ROUNDS, ROW_BLOCK,
+        )  # fmt: skip
+    if (inside == 0) & ~drawn:
         # the set: keys above tk, and the first n_at of key tk by column
         tk = tl.zeros([], tl.uint32)
         n_at = V + row * 0
