@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import assert_same_topk
-from test_triton_short import SHORT, _adversarial
+from helpers import SHORT, assert_same_topk
+from test_triton_short import _adversarial
 
 from deepselect import TopkOptions, oracle_topk, triton_short
 from deepselect.distributions import KINDS, make

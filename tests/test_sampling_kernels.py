@@ -428,9 +428,9 @@ def test_generator_draws_keep_the_torch_path(kernels):
 
 def small_stream(k: int):
     """A streaming launch of blocks of 128 and a buffer of 512+ slots (as
-    test_triton.small_config): rows of 1,500 take a dozen blocks and several
+    helpers.small_config): rows of 1,500 take a dozen blocks and several
     compactions."""
-    from test_triton import small_config
+    from helpers import small_config
 
     return small_config(k)
 
