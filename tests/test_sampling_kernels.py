@@ -303,7 +303,7 @@ def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch):
             triton_sampling.top_p_draw(probs, 0, vals, idx, seeds, p, from_probs=True)
             for p in (0.5, 0.999999, torch.tensor([0.3, 1.0, 0.7, 0.9999999, 0.9, 0.99999]))
         ]
-    for got, want in zip(*draws.values()):
+    for got, want in zip(*draws.values(), strict=True):
         assert torch.equal(got, want)
     # top_p 1 keeps the NaN, so the top-1; below 1 the last rank (the NaN's) goes
     assert int(draws[0][2][1]) == int(idx[1, 0])
