@@ -14,7 +14,8 @@
 #                  worker_<w>.{ids,pieces}, pytest.txt, unfinished.ids (the tests of
 #                  pieces the time ran out on: pass the file back as the argument),
 #                  test_costs.txt, bench.txt, bench.csv
-#   WORKERS        parallel pytest processes (default 3/4 of the cores, at least 1)
+#   WORKERS        parallel pytest processes (default 3/4 of the cores, at least 1);
+#                  OMP_NUM_THREADS / NUMBA_NUM_THREADS default to cores / WORKERS
 #   TESTS_TIMEOUT  seconds for all the tests together (default 240)
 #   TESTS_MARK     marker expression (default gpu; "" selects every test)
 #   TESTS_K        a pytest -k expression
@@ -36,6 +37,12 @@ TIMEOUT=${TESTS_TIMEOUT:-240}
 cores=$(nproc 2>/dev/null || echo 2)
 P=${WORKERS:-$((cores * 3 / 4))}
 [ "$P" -ge 1 ] 2>/dev/null || P=1
+# the workers' CPU work (torch's and Numba's reference definitions) a share of the cores
+# each, not every core in every worker: WORKERS processes of a thread pool per core each
+# would oversubscribe the cores that the compiles need
+share=$((cores / P))
+[ "$share" -ge 1 ] || share=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$share} NUMBA_NUM_THREADS=${NUMBA_NUM_THREADS:-$share}
 
 if [ "${TESTS_DRY:-0}" != 1 ]; then
   { command -v nvidia-smi >/dev/null &&
