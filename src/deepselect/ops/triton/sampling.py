@@ -242,6 +242,16 @@ def _gumbel_step(score, col, key, live, best, best_col, nan, PRECISE_LOG: tl.con
 
 
 @triton.jit
+def _scored_step(score, col, key, live, best, best_col, nan, FROM_PROBS: tl.constexpr,
+                 PRECISE_LOG: tl.constexpr):  # fmt: skip
+    """:func:`_gumbel_step` of the top-p draw's scores: ``logit / t`` as they are, a
+    probability ``p`` as ``log(p)`` (``-inf`` kept)."""
+    if FROM_PROBS:
+        score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
+    return _gumbel_step(score, col, key, live, best, best_col, nan, PRECISE_LOG)
+
+
+@triton.jit
 def _gumbel_pick(best, best_col, nan):
     """The column the steps of :func:`_gumbel_step` drew (the best score, ties to the
     lowest column), and whether the draw holds: no NaN score and a finite best."""
@@ -534,10 +544,8 @@ def _draw_by_rounds(
                 kc = _keys(raw, KEY_BITS, INF_BITS)
                 pool = ok & ((first != 0) | (kc > kb) | ((kc == kb) & (c < cb)))
                 score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
-                if FROM_PROBS:
-                    score = tl.where(score == float("-inf"), score, _log(score, PRECISE))
-                best, best_col, nan = _gumbel_step(
-                    score, c.to(tl.int64), key, pool, best, best_col, nan, PRECISE
+                best, best_col, nan = _scored_step(
+                    score, c.to(tl.int64), key, pool, best, best_col, nan, FROM_PROBS, PRECISE
                 )  # fmt: skip
             cand, drawn = _gumbel_pick(best, best_col, nan)
             clean = tl.max(nan, axis=0) == 0
@@ -658,10 +666,8 @@ def top_p_draw_kernel(
             run += tl.sum(wp.to(tl.float64), axis=0)
             stays = ok & ((before < cut) | (j == 0) | every)
             col = tl.load(idx_ptr + row * m + j, mask=ok, other=0).to(tl.int64)
-            if FROM_PROBS:
-                score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
-            best, best_col, nan = _gumbel_step(
-                score, col, key, stays, best, best_col, nan, PRECISE_LOG
+            best, best_col, nan = _scored_step(
+                score, col, key, stays, best, best_col, nan, FROM_PROBS, PRECISE_LOG
             )  # fmt: skip
         b_col, fine = _gumbel_pick(best, best_col, nan)
     elif whole & (tl.max((~every).to(tl.int32), axis=0) != 0):
@@ -714,10 +720,9 @@ def top_p_draw_kernel(
             seen += tl.sum(tie.to(tl.int64), axis=0)
             stays = ok & ((kc > tk) | (tie & (order < n_at)))
             score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
-            if FROM_PROBS:
-                score = tl.where(score == float("-inf"), score, _log(score, PRECISE_LOG))
-            row_best, row_col, row_nan = _gumbel_step(
-                score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, PRECISE_LOG
+            row_best, row_col, row_nan = _scored_step(
+                score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, FROM_PROBS,
+                PRECISE_LOG,
             )  # fmt: skip
         b_col, fine = _gumbel_pick(row_best, row_col, row_nan)
     top = tl.load(idx_ptr + row * m).to(tl.int64)
