@@ -119,3 +119,21 @@ def test_the_check_sees_a_cycle(tmp_path, monkeypatch):
     g = graph()
     assert g["keys"] == {"options"} and g["options"] == {"keys"}
     assert cycles(g) == [["keys", "options", "keys"]]
+
+
+def test_readme_layout_names_every_module():
+    """README's layout table names every module of the package (a folder's row, such as
+    ``deepselect/bench/``, covers the modules in it)."""
+    readme = (PKG.parents[1] / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    folders = {line.split("`")[1] for line in layout.splitlines() if line.startswith("| `")}
+    missing = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        if any(f.endswith("/") and rel.startswith(f) for f in folders):
+            continue
+        if f"`{rel}`" not in layout and f"`{path.name}`" not in layout:
+            missing.append(rel)
+    assert not missing, f"README.md's layout table does not name: {missing}"
