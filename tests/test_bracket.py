@@ -142,8 +142,9 @@ def test_page_map():
     ],
 )
 def test_gpu_full_size(rows, n, k, dtype):
-    """The launch shapes the GPU takes (8 warps, a 16-byte vector a thread, a sample of
-    512), exact against the oracle on rows that break selections, windows too."""
+    """The full-size launch shape (8 warps, a 16-byte vector a thread, the plan's default
+    sample of 512; the dispatch's 256 runs in ``test_gpu_dispatch_takes_it``), exact
+    against the oracle on rows that break selections, windows too."""
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
     for kind in ("normal", "ascending", "distinct32", "nan_hotspots", "all_equal", "tiny"):

@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from .common import _out_index, _raw_key, _window
-from .short import _write_in_order, _write_staged
+from .short import SHORT_GROUPS, _write_in_order, _write_staged
 from .sync import _smem_bins_add, _smem_bins_read, _smem_bins_zero
 
 BRACKET_Z = tl.constexpr(3.0)  # the bracket's half width, in standard deviations ...
@@ -217,18 +217,13 @@ def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
 
 
 BRACKET_GROUPS = dict(
-    xin=("x_ptr", "stride_xr", "stride_xc", "N"),
-    win=("begin_ptr", "end_ptr"),
-    out=("ov_ptr", "oi_ptr", "stride_ovr", "stride_ovc", "stride_oir", "stride_oic"),
-    off=("off_ptr", "off_scalar"),
-    fills=("fill_index", "fill_bits"),
-    page=("page_ptr", "page_stride", "max_pages", "n_batch", "r2b_ptr"),
-    KEYS=("KEY_MASK", "SIGN", "INF_BITS", "LARGEST", "RAW16"),
-    FORM=("ORDER", "HAS_WINDOW", "OFF_TENSOR", "WRITE_VALUES"),
+    **{g: SHORT_GROUPS[g] for g in ("xin", "win", "out", "off", "fills", "page", "KEYS", "FORM")},
     SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD", "STAGE", "ASM"),
-    PAGE=("PAGED", "PAGE_SHIFT", "HAS_R2B"),
+    PAGE=SHORT_GROUPS["PAGE"],
 )  # fmt: skip
-"""How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``)."""
+"""How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``): the
+short rows' row, window, output, offset, fill, page, key and form tuples, and its own
+selection constants."""
 
 BRACKET_DEFAULTS = dict(PAGED=False, PAGE_SHIFT=0, HAS_R2B=False)
 """The bundled compile-time arguments a launch may leave out (no page map)."""
