@@ -21,7 +21,7 @@ from triton.compiler import ASTSource
 
 from deepselect.ops.triton import sampling
 from deepselect.ops.triton.common import _inf_bits
-from deepselect.triton_sampling import RANK_MAX, ROW_BLOCK, TOP_P_ROUNDS
+from deepselect.triton_sampling import READ_BLOCK, RANK_MAX, ROW_BLOCK, TOP_P_ROUNDS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_check import bins_clash, ptxas_report  # noqa: E402
@@ -82,7 +82,8 @@ def main() -> None:
                        fix="fp32")  # fmt: skip
             consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
                           FROM_PROBS=probs, PRECISE_LOG=True, SMEM=True, BLOCK=1024,
-                          ROW_BLOCK=ROW_BLOCK, ROUNDS=TOP_P_ROUNDS, **keys)  # fmt: skip
+                          ROW_BLOCK=ROW_BLOCK, READ_BLOCK=READ_BLOCK,
+                          ROUNDS=TOP_P_ROUNDS, **keys)  # fmt: skip
             print(build(sampling.top_p_draw_kernel, sig, consts))
 
 

@@ -576,7 +576,7 @@ def top_p_draw_kernel(
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
-    ROW_BLOCK: tl.constexpr, ROUNDS: tl.constexpr,
+    ROW_BLOCK: tl.constexpr, READ_BLOCK: tl.constexpr, ROUNDS: tl.constexpr,
 ):  # fmt: skip
     """``out[row]``: ``engine._top_p_draw`` of a row (logits scaled by ``temperature``,
     or probabilities) with ``m`` entries selected best first: its top-k set is its
@@ -627,11 +627,11 @@ def top_p_draw_kernel(
         _, w = _top_p_weights(raw, t, j < n, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
         total += w.to(tl.float64)
     sel = tl.sum(total, axis=0)
-    row_sum = tl.zeros([ROW_BLOCK], tl.float64)
-    row_fix = tl.zeros([ROW_BLOCK], tl.int64)
+    row_sum = tl.zeros([READ_BLOCK], tl.float64)
+    row_fix = tl.zeros([READ_BLOCK], tl.int64)
     if beyond & whole:  # the whole row's weights, in one read
-        for r in range(0, V, ROW_BLOCK):
-            c = r + tl.arange(0, ROW_BLOCK)
+        for r in range(0, V, READ_BLOCK):
+            c = r + tl.arange(0, READ_BLOCK)
             raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
             _, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
             row_sum += w.to(tl.float64)
@@ -674,7 +674,7 @@ def top_p_draw_kernel(
         cut_fix = tl.max(top_p, axis=0) * tl.sum(row_fix, axis=0).to(tl.float64)
         b_col, fine, drawn = _draw_by_rounds(
             x_row, sx_col, V, key, cut_fix, t, mx, fix, KEY_BITS, INF_BITS, FP16,
-            FROM_PROBS, PRECISE_LOG, ROUNDS, ROW_BLOCK,
+            FROM_PROBS, PRECISE_LOG, ROUNDS, READ_BLOCK,
         )  # fmt: skip
     if (inside == 0) & ~drawn:
         # the set: keys above tk, and the first n_at of key tk by column
@@ -687,9 +687,9 @@ def top_p_draw_kernel(
                 INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, SMEM, ROW_BLOCK,
             )  # fmt: skip
             n_at = kk - above
-            heavier = tl.zeros([ROW_BLOCK], tl.int64)
-            for r2 in range(0, V, ROW_BLOCK):
-                c = r2 + tl.arange(0, ROW_BLOCK)
+            heavier = tl.zeros([READ_BLOCK], tl.int64)
+            for r2 in range(0, V, READ_BLOCK):
+                c = r2 + tl.arange(0, READ_BLOCK)
                 raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
                 ok = (c < V) & (_keys(raw, KEY_BITS, INF_BITS) > tk)
                 _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
@@ -707,11 +707,11 @@ def top_p_draw_kernel(
             need = tl.ceil((cut_fix - above.to(tl.float64)) / at.to(tl.float64)).to(tl.int64)
             n_at = tl.maximum(need, 1)
         seen = tl.zeros([], tl.int64)  # entries of key tk in the columns before this step
-        row_best = tl.full([ROW_BLOCK], float("-inf"), tl.float32)
-        row_col = tl.full([ROW_BLOCK], COL_NONE, tl.int64)
-        row_nan = tl.zeros([ROW_BLOCK], tl.int32)
-        for q in range(0, V, ROW_BLOCK):
-            c = q + tl.arange(0, ROW_BLOCK)
+        row_best = tl.full([READ_BLOCK], float("-inf"), tl.float32)
+        row_col = tl.full([READ_BLOCK], COL_NONE, tl.int64)
+        row_nan = tl.zeros([READ_BLOCK], tl.int32)
+        for q in range(0, V, READ_BLOCK):
+            c = q + tl.arange(0, READ_BLOCK)
             ok = c < V
             raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
             kc = _keys(raw, KEY_BITS, INF_BITS)

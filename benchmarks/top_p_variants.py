@@ -1,0 +1,58 @@
+"""Top-p draws over flat rows (``top_p_sampling_from_probs``: k = 0, the softmax of
+N(0, 1) logits, top_p 0.9) at each ``triton_sampling.READ_BLOCK`` given, device time
+of eager calls (median of 20), fp32 V = 129,280; draws checked equal across variants.
+
+    python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from deepselect import engine, triton_sampling
+
+
+def time_us(fn, repeats: int = 20) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1000)
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--blocks", default="256,1024,2048")
+    ap.add_argument("--rows", default="1,256,4096")
+    ap.add_argument("--top-p", type=float, default=0.9)
+    args = ap.parse_args()
+    blocks = [int(b) for b in args.blocks.split(",")]
+    print("rows | " + " | ".join(f"READ_BLOCK {b} us" for b in blocks))
+    for rows in (int(r) for r in args.rows.split(",")):
+        g = torch.Generator(device="cuda").manual_seed(rows)
+        x = torch.randn(rows, 129280, device="cuda", generator=g).softmax(dim=1)
+        seeds = torch.arange(rows, device="cuda", dtype=torch.int64) * 7919
+        out, ref = [], None
+        for b in blocks:
+            triton_sampling.READ_BLOCK = b
+
+            def call(x=x, seeds=seeds):
+                return engine.top_k_top_p_sampling_from_probs(x, 0, args.top_p, seeds=seeds)
+
+            got = call()
+            ref = got if ref is None else ref
+            assert torch.equal(got, ref), (rows, b)
+            out.append(time_us(call))
+        print(f"{rows} | " + " | ".join(f"{t:.1f}" for t in out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
