@@ -21,7 +21,7 @@ from triton.compiler import ASTSource
 
 from deepselect.ops.triton import sampling
 from deepselect.ops.triton.common import _inf_bits
-from deepselect.triton_sampling import READ_BLOCK, RANK_MAX, ROW_BLOCK, TOP_P_ROUNDS
+from deepselect.triton_sampling import RANK_MAX, READ_BLOCK, ROW_BLOCK, TOP_P_ROUNDS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_check import bins_clash, ptxas_report  # noqa: E402
