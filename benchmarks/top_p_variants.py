@@ -1,6 +1,8 @@
 """Top-p draws over flat rows (``top_p_sampling_from_probs``: k = 0, the softmax of
 N(0, 1) logits, top_p 0.9) at each ``triton_sampling.READ_BLOCK`` given, device time
 of eager calls (median of 20), fp32 V = 129,280; draws checked equal across variants.
+FlashInfer's ``top_p_sampling_from_probs`` beside them where it imports (its draws differ:
+another definition).
 
     python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096]
 """
@@ -12,6 +14,11 @@ import argparse
 import torch
 
 from deepselect import engine, triton_sampling
+
+try:
+    from flashinfer.sampling import top_p_sampling_from_probs as flashinfer_top_p
+except ImportError:  # its column stays empty
+    flashinfer_top_p = None
 
 
 def time_us(fn, repeats: int = 20) -> float:
@@ -35,7 +42,8 @@ def main() -> None:
     ap.add_argument("--top-p", type=float, default=0.9)
     args = ap.parse_args()
     blocks = [int(b) for b in args.blocks.split(",")]
-    print("rows | " + " | ".join(f"READ_BLOCK {b} us" for b in blocks))
+    head = [f"READ_BLOCK {b} us" for b in blocks] + ["FlashInfer us"]
+    print("rows | " + " | ".join(head))
     for rows in (int(r) for r in args.rows.split(",")):
         g = torch.Generator(device="cuda").manual_seed(rows)
         x = torch.randn(rows, 129280, device="cuda", generator=g).softmax(dim=1)
@@ -51,7 +59,10 @@ def main() -> None:
             ref = got if ref is None else ref
             assert torch.equal(got, ref), (rows, b)
             out.append(time_us(call))
-        print(f"{rows} | " + " | ".join(f"{t:.1f}" for t in out), flush=True)
+        cells = [f"{t:.1f}" for t in out]
+        if flashinfer_top_p is not None:
+            cells.append(f"{time_us(lambda x=x: flashinfer_top_p(x, args.top_p)):.1f}")
+        print(f"{rows} | " + " | ".join(cells + [""] * (len(head) - len(cells))), flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from helpers import bits
 
 from deepselect import engine, topk_rows, triton_sampling
@@ -236,6 +238,7 @@ def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype, rounds
     definitions, for logits and probabilities, top_p tiny to 1 and per row. Whole rows
     draw in rounds; with one round, most of them find their cut after it."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
     monkeypatch.setattr(triton_sampling, "TOP_P_ROUNDS", rounds)
     v = 300
     x = rows_with_edges(kind, 9, v, dtype, seed=47)
@@ -265,6 +268,7 @@ def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind):
     here): the same tokens as the torch definitions, flat and peaked rows, ties
     ("distinct32"), logits at several temperatures and probabilities."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
 
     def no_descent(*args, **kwargs):
         raise AssertionError("a whole row's draw took the cut's descent")
@@ -291,6 +295,7 @@ def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch):
     whether the ranks that stay hold it (then the top-1) or not: the same tokens as
     without rounds (``TOP_P_ROUNDS`` 0), where the descent always decides."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
     rows, v = 6, 300
     probs = torch.softmax(make("tiny", rows, v, torch.float32, seed=71), dim=1)
     probs[:, 5] = -probs[:, 5]  # ranked last: in the set only where top_p reaches it
@@ -308,6 +313,49 @@ def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch):
     # top_p 1 keeps the NaN, so the top-1; below 1 the last rank (the NaN's) goes
     assert int(draws[0][2][1]) == int(idx[1, 0])
     assert not bool((draws[0][0] == idx[:, 0]).any())
+
+
+@triton.jit
+def _every_log_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS: tl.constexpr,
+                    PRECISE_LOG: tl.constexpr):  # fmt: skip
+    """``sampling._filtered_step`` without its filter: the logs of every entry."""
+    best, best_col, nan = sampling_ops._scored_step(
+        score, col, key, live, best, best_col, nan, FROM_PROBS, PRECISE_LOG
+    )  # fmt: skip
+    return best, best_col, nan, tl.maximum(top, tl.max(best, axis=0))
+
+
+@pytest.mark.parametrize("scale", [1.0, 3000.0])
+def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch, scale):
+    """Rows whose logits are ``c`` minus each column's own Gumbel noise (the draw's
+    ``-log(-log u)`` for the row's seed), plus a little: every entry's Gumbel score is
+    within ~1e-4 of every other's, so a read that skips the logs of entries that cannot
+    beat its best so far (``_filtered_step``) must keep nearly all of them and still
+    find the one best, at scores near 0 and near ``scale``. Whole rows past the
+    selection (``TOP_P_RANKS`` patched to 4), top_p 1 (one read draws), 0.9 and 0.5
+    (the rounds), and without rounds (the cut's descent, then the draw): the same
+    tokens as with the logs of every entry, and for logits as the torch definition.
+    (The interpreter's log of a probability may differ from torch's by an ulp, which
+    decides near-ties; on a device both are CUDA's logf.)"""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 32)  # ten steps a read
+    rows, v = 8, 300
+    gen = torch.Generator().manual_seed(83)
+    seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
+    noise = -torch.log(-torch.log(engine._uniform_at(seeds, torch.arange(v)[None, :])))
+    x = scale - noise + torch.rand(rows, v, generator=gen) * 1e-4
+    probs = torch.softmax(x - scale, dim=1)
+    f, g = engine.top_k_top_p_sampling_from_logits, engine.top_k_top_p_sampling_from_probs
+    for rounds in (triton_sampling.TOP_P_ROUNDS, 0):
+        monkeypatch.setattr(triton_sampling, "TOP_P_ROUNDS", rounds)
+        for p in (1.0, 0.9, 0.5):
+            got = kernels(f, x, 0, p, temperature=1.0, seeds=seeds)
+            assert torch.equal(got, f(x, 0, p, temperature=1.0, seeds=seeds)), p
+            got_probs = kernels(g, probs, 0, p, seeds=seeds)
+            with monkeypatch.context() as m:
+                m.setattr(sampling_ops, "_filtered_step", _every_log_step)
+                assert torch.equal(kernels(f, x, 0, p, temperature=1.0, seeds=seeds), got)
+                assert torch.equal(kernels(g, probs, 0, p, seeds=seeds), got_probs), p
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -62,13 +62,15 @@ them (a per-row ``k`` without ``k_max``, or a whole row): a row whose ranks that
 reach past them is read again (:func:`top_p_draw`), a bounded but slower path."""
 
 TOP_P_ROUNDS = 16
-"""At most this many rounds (two reads of the row each) of a whole row's top-p draw
-without its cut (``ops.triton.sampling._draw_by_rounds``; about ``1 + ln(1 / top_p)``
-are needed); then the cut's radix descent, as for a row of ``k`` past the selection."""
+"""At most this many candidates of a whole row's top-p draw without its cut
+(``ops.triton.sampling._draw_by_rounds``: the row's best Gumbel score, found in the read
+for its sum, then one read to check a candidate and one for the next; about ``1 + ln(1
+/ top_p)`` are needed); then the cut's radix descent, as for a row of ``k`` past the
+selection."""
 
 READ_BLOCK = 1024
 """Entries a step of :func:`top_p_draw`'s other reads of a row (its sum, the rounds,
-the draw): four a thread, so that a program has loads in flight (one a thread left each
+the draw): eight a thread of the program's 128, so that it has loads in flight (one a thread left each
 step waiting on its load: 0.58 ms for a flat fp32 row of 129,280 on an H100)."""
 
 ROW_BLOCK = 256

@@ -252,6 +252,48 @@ def _scored_step(score, col, key, live, best, best_col, nan, FROM_PROBS: tl.cons
 
 
 @triton.jit
+def _filtered_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS: tl.constexpr,
+                   PRECISE_LOG: tl.constexpr):  # fmt: skip
+    """:func:`_scored_step` over a read's next columns ``col`` (past every column of its
+    steps so far), and ``top``, the best Gumbel score of those steps: the hash of each
+    column, but the logs only where one of the step's entries may beat ``top``.
+
+    An entry's score ``s + G`` (``G = -log(-log u)``; ``s = log p`` for probabilities)
+    reaches ``top - slack`` only if ``-log u <= exp(s - top + slack)``, i.e. ``u >=
+    exp(-a)`` with ``a = exp(s - top + slack)``. The test takes the fast exponentials
+    and accepts ``u`` down to ``2**-10`` below ``exp(-a)``, far more than their error
+    where it matters (``a < 17``: beyond, ``exp(-a)`` is below every ``u``); ``slack``
+    is far more than the rounding of the scores' logs. An entry it rejects thus scores
+    below ``top`` and, a later column, cannot win a tie either. NaN scores (and
+    negative probabilities, whose log is NaN) always take the exact step."""
+    u = _uniform(key, col)
+    slack = (tl.abs(top) + 32.0) * (1.0 / 4096.0)
+    bound = tl.where(top == float("inf"), top, top - slack)
+    if FROM_PROBS:
+        a = score * tl.exp(-bound)
+        odd = (score != score) | (score < 0.0)
+    else:
+        a = tl.exp(score - bound)
+        odd = score != score
+    may = live & ((u >= tl.exp(-a) * (1.0 - 1.0 / 1024.0)) | odd)
+    if tl.max(may.to(tl.int32), axis=0) != 0:
+        best, best_col, nan = _scored_step(
+            score, col, key, may, best, best_col, nan, FROM_PROBS, PRECISE_LOG
+        )  # fmt: skip
+        top = tl.maximum(top, tl.max(best, axis=0))
+    return best, best_col, nan, top
+
+
+@triton.jit
+def _gumbel_start(BLOCK: tl.constexpr):
+    """The state of a read's :func:`_filtered_step`: no best score yet (per thread, its
+    column, the NaN flag) and no best over the read."""
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    best_col = tl.full([BLOCK], COL_NONE, tl.int64)
+    return best, best_col, tl.zeros([BLOCK], tl.int32), tl.full([], float("-inf"), tl.float32)
+
+
+@triton.jit
 def _gumbel_pick(best, best_col, nan):
     """The column the steps of :func:`_gumbel_step` drew (the best score, ties to the
     lowest column), and whether the draw holds: no NaN score and a finite best."""
@@ -507,66 +549,77 @@ def _fixed_at(tk, t, mx, fix, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
 
 
 @triton.jit
+def _read_step(x_row, sx_col, V, q, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
+               BLOCK: tl.constexpr):  # fmt: skip
+    """A read's step at column ``q``: its columns, which are in the row, their raw bits
+    and keys."""
+    c = q + tl.arange(0, BLOCK)
+    ok = c < V
+    raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
+    return c, ok, raw, _keys(raw, KEY_BITS, INF_BITS)
+
+
+@triton.jit
+def _pool_pick(x_row, sx_col, V, key, kb, cb, t, mx, KEY_BITS: tl.constexpr,
+               INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
+               PRECISE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    """``(column, finite, clean)``: the best Gumbel score over the ranks before ``(kb,
+    cb)`` (key, then column) in one read of the row (:func:`_filtered_step`); ``clean``:
+    no NaN score among them."""
+    best, best_col, nan, top = _gumbel_start(BLOCK)
+    for q in range(0, V, BLOCK):
+        c, ok, raw, kc = _read_step(x_row, sx_col, V, q, KEY_BITS, INF_BITS, BLOCK)
+        pool = ok & ((kc > kb) | ((kc == kb) & (c < cb)))
+        score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+        best, best_col, nan, top = _filtered_step(
+            score, c.to(tl.int64), key, pool, best, best_col, nan, top, FROM_PROBS, PRECISE
+        )  # fmt: skip
+    cand, drawn = _gumbel_pick(best, best_col, nan)
+    return cand, drawn, tl.max(nan, axis=0) == 0
+
+
+@triton.jit
 def _draw_by_rounds(
-    x_row, sx_col, V, key, cut_fix, t, mx, fix, KEY_BITS: tl.constexpr,
+    x_row, sx_col, V, key, cut_fix, t, mx, fix, cand, drawn, clean, KEY_BITS: tl.constexpr,
     INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
     PRECISE: tl.constexpr, ROUNDS: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """``(column, fine, done)``: the top-p draw of a whole row without finding its cut,
-    in at most ``ROUNDS`` rounds of two reads of the row.
+    from ``cand``, the best Gumbel score over the whole row (``drawn``: finite;
+    ``clean``: no NaN score in the row), checking at most ``ROUNDS`` candidates, each
+    by a read of the row and, where it goes, one more for the next.
 
     The draw is the best Gumbel score over the ranks that stay, and they are a prefix
     of the row's order (key, then column), the ranks whose ranks before them weigh
-    below ``cut_fix`` (:func:`_fixed` sums). A round takes the best score over a pool
-    that holds that prefix (first the row, then the ranks before the last candidate),
-    then sums the weight before its column: below the cut, it stays, so it is the best
-    of the prefix too (ties to the lowest column alike); else no rank from it on stays,
-    and the next pool is the ranks before it. The pool's weight falls by a uniform
+    below ``cut_fix`` (:func:`_fixed` sums). A candidate is the best score over a pool
+    that holds that prefix (first the row, then the ranks before the last candidate).
+    The weight before it below the cut, it stays, so it is the best of the prefix too
+    (ties to the lowest column alike); else no rank from it on stays, and the next pool
+    is the ranks before it (:func:`_pool_pick`). The pool's weight falls by a uniform
     share a round (the candidate is drawn in proportion to weight), so a top_p of p
-    takes about ``1 + ln(1 / p)`` rounds. Not ``done``: a NaN score in a pool (the
-    prefix's NaN would decide), or ``ROUNDS`` rounds; the caller then finds the cut.
-    ``fine``: the best score finite (else the caller keeps the top-1)."""
-    b_col = tl.zeros([], tl.int64)
-    fine = b_col == 0
-    done = tl.zeros([], tl.int32)  # 1: drawn, 2: a NaN score, 0: go on
-    first = tl.full([], 1, tl.int32)
-    kb = tl.zeros([], tl.uint32)  # the pool: ranks before (kb, cb)
-    cb = tl.zeros([], tl.int64)
-    for _round in range(ROUNDS):
+    takes about ``1 + ln(1 / p)`` candidates. Not ``done``: a NaN score in a pool (the
+    prefix's NaN would decide), or ``ROUNDS`` candidates; the caller then finds the
+    cut. ``fine``: the best score finite (else the caller keeps the top-1)."""
+    done = tl.where(clean, 0, 2)  # 1: drawn, 2: a NaN score, 0: go on
+    for r in range(ROUNDS):
         if done == 0:
-            best = tl.full([BLOCK], float("-inf"), tl.float32)
-            best_col = tl.full([BLOCK], COL_NONE, tl.int64)
-            nan = tl.zeros([BLOCK], tl.int32)
-            for q in range(0, V, BLOCK):
-                c = q + tl.arange(0, BLOCK)
-                ok = c < V
-                raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
-                kc = _keys(raw, KEY_BITS, INF_BITS)
-                pool = ok & ((first != 0) | (kc > kb) | ((kc == kb) & (c < cb)))
-                score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
-                best, best_col, nan = _scored_step(
-                    score, c.to(tl.int64), key, pool, best, best_col, nan, FROM_PROBS, PRECISE
-                )  # fmt: skip
-            cand, drawn = _gumbel_pick(best, best_col, nan)
-            clean = tl.max(nan, axis=0) == 0
-            ck = _keys(tl.load(x_row + cand * sx_col), KEY_BITS, INF_BITS)
+            ck = _keys(tl.load(x_row + cand * sx_col, mask=drawn, other=0), KEY_BITS, INF_BITS)
             before = tl.zeros([BLOCK], tl.int64)
-            if clean & drawn:  # the weight of the ranks before the candidate
+            if drawn:  # the weight of the ranks before the candidate
                 for q2 in range(0, V, BLOCK):
-                    c = q2 + tl.arange(0, BLOCK)
-                    raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
-                    kc = _keys(raw, KEY_BITS, INF_BITS)
-                    ahead = (c < V) & ((kc > ck) | ((kc == ck) & (c < cand)))
+                    c, ok, raw, kc = _read_step(x_row, sx_col, V, q2, KEY_BITS, INF_BITS, BLOCK)
+                    ahead = ok & ((kc > ck) | ((kc == ck) & (c < cand)))
                     _, w = _top_p_weights(raw, t, ahead, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
                     before += _fixed(w, fix)
             stays = tl.sum(before, axis=0).to(tl.float64) < cut_fix
-            done = tl.where(clean, tl.where(stays | ~drawn, 1, 0), 2)
-            b_col = cand
-            fine = drawn
-            first = first * 0
-            kb = ck
-            cb = cand
-    return b_col, fine, done == 1
+            done = tl.where(stays | ~drawn, 1, 0)
+            if (done == 0) & (r + 1 < ROUNDS):
+                cand, drawn, clean = _pool_pick(
+                    x_row, sx_col, V, key, ck, cand, t, mx, KEY_BITS, INF_BITS, FP16,
+                    FROM_PROBS, PRECISE, BLOCK,
+                )  # fmt: skip
+                done = tl.where(clean, 0, 2)
+    return cand, drawn, done == 1
 
 
 @triton.jit
@@ -590,9 +643,11 @@ def top_p_draw_kernel(
     * Where the ranks that stay are within the selection (``kk <= m``; or a whole
       row, whose weights summed in one read of it reach the cut inside the
       selection): fp64 sums over the selection, from L2.
-    * Else (a flat row, or ``m < kk < V``): bounded passes over the row. A whole row
-      first draws by :func:`_draw_by_rounds` (two reads a round, about ``1 + ln(1 /
-      top_p)`` rounds). Where that does not finish, and where ``m < kk < V``: the
+    * Else (a flat row, or ``m < kk < V``): bounded passes over the row. A whole row's
+      read for its sum also finds its best Gumbel score, the draw where ``top_p >= 1``
+      and else the first candidate of :func:`_draw_by_rounds` (a read to check each
+      candidate, one more for the next; about ``1 + ln(1 / top_p)`` candidates).
+      Where that does not finish, and where ``m < kk < V``: the
       ``kk``-th key and the set's total by :func:`_descend` on counts (where ``kk <
       V``), then the key where the weights reach the cut by :func:`_descend` on
       weights, in fixed point; then a draw over the row, the ties at that key by
@@ -629,13 +684,19 @@ def top_p_draw_kernel(
     sel = tl.sum(total, axis=0)
     row_sum = tl.zeros([READ_BLOCK], tl.float64)
     row_fix = tl.zeros([READ_BLOCK], tl.int64)
-    if beyond & whole:  # the whole row's weights, in one read
+    best, best_col, nan, top = _gumbel_start(READ_BLOCK)
+    if beyond & whole:  # the whole row's weights and its best Gumbel score, in one read
         for r in range(0, V, READ_BLOCK):
             c = r + tl.arange(0, READ_BLOCK)
             raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
-            _, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            score, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
             row_sum += w.to(tl.float64)
             row_fix += _fixed(w, fix)
+            best, best_col, nan, top = _filtered_step(
+                score, c.to(tl.int64), key, c < V, best, best_col, nan, top, FROM_PROBS,
+                PRECISE_LOG,
+            )  # fmt: skip
+    row_pick, row_drawn = _gumbel_pick(best, best_col, nan)
     cut = top_p * tl.where(beyond, tl.sum(row_sum, axis=0), sel)
     every = top_p >= 1.0
     finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
@@ -670,11 +731,16 @@ def top_p_draw_kernel(
                 score, col, key, stays, best, best_col, nan, FROM_PROBS, PRECISE_LOG
             )  # fmt: skip
         b_col, fine = _gumbel_pick(best, best_col, nan)
-    elif whole & (tl.max((~every).to(tl.int32), axis=0) != 0):
+    elif whole & (tl.max((~every).to(tl.int32), axis=0) == 0):  # the row stays whole
+        b_col = row_pick
+        fine = row_drawn
+        drawn = fine | ~fine
+    elif whole:
         cut_fix = tl.max(top_p, axis=0) * tl.sum(row_fix, axis=0).to(tl.float64)
         b_col, fine, drawn = _draw_by_rounds(
-            x_row, sx_col, V, key, cut_fix, t, mx, fix, KEY_BITS, INF_BITS, FP16,
-            FROM_PROBS, PRECISE_LOG, ROUNDS, READ_BLOCK,
+            x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn,
+            tl.max(nan, axis=0) == 0, KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG,
+            ROUNDS, READ_BLOCK,
         )  # fmt: skip
     if (inside == 0) & ~drawn:
         # the set: keys above tk, and the first n_at of key tk by column
@@ -707,22 +773,17 @@ def top_p_draw_kernel(
             need = tl.ceil((cut_fix - above.to(tl.float64)) / at.to(tl.float64)).to(tl.int64)
             n_at = tl.maximum(need, 1)
         seen = tl.zeros([], tl.int64)  # entries of key tk in the columns before this step
-        row_best = tl.full([READ_BLOCK], float("-inf"), tl.float32)
-        row_col = tl.full([READ_BLOCK], COL_NONE, tl.int64)
-        row_nan = tl.zeros([READ_BLOCK], tl.int32)
+        row_best, row_col, row_nan, row_top = _gumbel_start(READ_BLOCK)
         for q in range(0, V, READ_BLOCK):
-            c = q + tl.arange(0, READ_BLOCK)
-            ok = c < V
-            raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
-            kc = _keys(raw, KEY_BITS, INF_BITS)
+            c, ok, raw, kc = _read_step(x_row, sx_col, V, q, KEY_BITS, INF_BITS, READ_BLOCK)
             tie = ok & (kc == tk)
             order = seen + tl.cumsum(tie.to(tl.int64), axis=0) - tie.to(tl.int64)
             seen += tl.sum(tie.to(tl.int64), axis=0)
             stays = ok & ((kc > tk) | (tie & (order < n_at)))
             score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
-            row_best, row_col, row_nan = _scored_step(
-                score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, FROM_PROBS,
-                PRECISE_LOG,
+            row_best, row_col, row_nan, row_top = _filtered_step(
+                score, c.to(tl.int64), key, stays, row_best, row_col, row_nan, row_top,
+                FROM_PROBS, PRECISE_LOG,
             )  # fmt: skip
         b_col, fine = _gumbel_pick(row_best, row_col, row_nan)
     top = tl.load(idx_ptr + row * m).to(tl.int64)
