@@ -70,8 +70,9 @@ selection."""
 
 READ_BLOCK = 1024
 """Entries a step of :func:`top_p_draw`'s other reads of a row (its sum, the rounds,
-the draw): eight a thread of the program's 128, so that it has loads in flight (one a thread left each
-step waiting on its load: 0.58 ms for a flat fp32 row of 129,280 on an H100)."""
+the draw): eight a thread of the program's 128, so that it has loads in flight (one a
+thread left each step waiting on its load: 0.58 ms for a flat fp32 row of 129,280 on an
+H100)."""
 
 ROW_BLOCK = 256
 """Entries a step of :func:`top_p_draw`'s passes over a row: at least the program's
