@@ -85,6 +85,9 @@ def main() -> None:
                           ROW_BLOCK=ROW_BLOCK, READ_BLOCK=READ_BLOCK,
                           ROUNDS=TOP_P_ROUNDS, **keys)  # fmt: skip
             print(build(sampling.top_p_draw_kernel, sig, consts))
+            if (k_tensor, temp_tensor, probs, p_tensor) == TOP_P_VARIANTS[0]:
+                # a small selection's block (k = 50), unlike the whole-row reads' blocks
+                print(build(sampling.top_p_draw_kernel, sig, {**consts, "BLOCK": 128}))
 
 
 if __name__ == "__main__":

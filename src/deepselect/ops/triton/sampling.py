@@ -684,7 +684,7 @@ def top_p_draw_kernel(
     sel = tl.sum(total, axis=0)
     row_sum = tl.zeros([READ_BLOCK], tl.float64)
     row_fix = tl.zeros([READ_BLOCK], tl.int64)
-    best, best_col, nan, top = _gumbel_start(READ_BLOCK)
+    row_best, row_col, row_nan, row_top = _gumbel_start(READ_BLOCK)
     if beyond & whole:  # the whole row's weights and its best Gumbel score, in one read
         for r in range(0, V, READ_BLOCK):
             c = r + tl.arange(0, READ_BLOCK)
@@ -692,11 +692,11 @@ def top_p_draw_kernel(
             score, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
             row_sum += w.to(tl.float64)
             row_fix += _fixed(w, fix)
-            best, best_col, nan, top = _filtered_step(
-                score, c.to(tl.int64), key, c < V, best, best_col, nan, top, FROM_PROBS,
+            row_best, row_col, row_nan, row_top = _filtered_step(
+                score, c.to(tl.int64), key, c < V, row_best, row_col, row_nan, row_top, FROM_PROBS,
                 PRECISE_LOG,
             )  # fmt: skip
-    row_pick, row_drawn = _gumbel_pick(best, best_col, nan)
+    row_pick, row_drawn = _gumbel_pick(row_best, row_col, row_nan)
     cut = top_p * tl.where(beyond, tl.sum(row_sum, axis=0), sel)
     every = top_p >= 1.0
     finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
@@ -739,7 +739,7 @@ def top_p_draw_kernel(
         cut_fix = tl.max(top_p, axis=0) * tl.sum(row_fix, axis=0).to(tl.float64)
         b_col, fine, drawn = _draw_by_rounds(
             x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn,
-            tl.max(nan, axis=0) == 0, KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG,
+            tl.max(row_nan, axis=0) == 0, KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG,
             ROUNDS, READ_BLOCK,
         )  # fmt: skip
     if (inside == 0) & ~drawn:
