@@ -259,13 +259,14 @@ def _filtered_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS: 
     column, but the logs only where one of the step's entries may beat ``top``.
 
     An entry's score ``s + G`` (``G = -log(-log u)``; ``s = log p`` for probabilities)
-    reaches ``top - slack`` only if ``-log u <= exp(s - top + slack)``, i.e. ``u >=
-    exp(-a)`` with ``a = exp(s - top + slack)``. The test takes the fast exponentials
-    and accepts ``u`` down to ``2**-10`` below ``exp(-a)``, far more than their error
-    where it matters (``a < 17``: beyond, ``exp(-a)`` is below every ``u``); ``slack``
-    is far more than the rounding of the scores' logs. An entry it rejects thus scores
-    below ``top`` and, a later column, cannot win a tie either. NaN scores (and
-    negative probabilities, whose log is NaN) always take the exact step."""
+    reaches ``top - slack`` only if ``-log u <= a = exp(s - top + slack)``, and as
+    ``-log u >= 1 - u`` (exact in fp32 for the hash's ``u``), only if ``1 - u <= a``.
+    The test takes the fast exponentials and a margin of ``2**-10`` on ``a``, far more
+    than their error; ``slack`` is far more than the rounding of the scores' logs. An
+    entry it rejects thus scores below ``top`` and, a later column, cannot win a tie
+    either. About ``a`` of the entries pass (where ``a`` is small, ``-log u`` is ``1 -
+    u`` to first order): the chance that each beats ``top``. NaN scores (and negative
+    probabilities, whose log is NaN) always take the exact step."""
     u = _uniform(key, col)
     slack = (tl.abs(top) + 32.0) * (1.0 / 4096.0)
     bound = tl.where(top == float("inf"), top, top - slack)
@@ -275,7 +276,7 @@ def _filtered_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS: 
     else:
         a = tl.exp(score - bound)
         odd = score != score
-    may = live & ((u >= tl.exp(-a) * (1.0 - 1.0 / 1024.0)) | odd)
+    may = live & ((1.0 - u <= a * (1.0 + 1.0 / 1024.0)) | odd)
     if tl.max(may.to(tl.int32), axis=0) != 0:
         best, best_col, nan = _scored_step(
             score, col, key, may, best, best_col, nan, FROM_PROBS, PRECISE_LOG
@@ -549,14 +550,22 @@ def _fixed_at(tk, t, mx, fix, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
 
 
 @triton.jit
-def _read_step(x_row, sx_col, V, q, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
-               BLOCK: tl.constexpr):  # fmt: skip
-    """A read's step at column ``q``: its columns, which are in the row, their raw bits
-    and keys."""
+def _ahead(x_row, sx_col, V, q, BLOCK: tl.constexpr):
+    """The raw bits of a read's step at column ``q`` (none past the row)."""
     c = q + tl.arange(0, BLOCK)
-    ok = c < V
-    raw = tl.load(x_row + c * sx_col, mask=ok, other=0)
-    return c, ok, raw, _keys(raw, KEY_BITS, INF_BITS)
+    return tl.load(x_row + c * sx_col, mask=c < V, other=0)
+
+
+@triton.jit
+def _read_step(x_row, sx_col, V, q, held, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
+               BLOCK: tl.constexpr):  # fmt: skip
+    """A read's step at column ``q`` from ``held``, its raw bits loaded a step before
+    (:func:`_ahead`): its columns, which are in the row, the raw bits, their keys, and
+    the next step's bits, loaded now, so that they arrive while this step works (one
+    program a row would otherwise wait on every step's loads)."""
+    c = q + tl.arange(0, BLOCK)
+    nxt = _ahead(x_row, sx_col, V, q + BLOCK, BLOCK)
+    return c, c < V, held, _keys(held, KEY_BITS, INF_BITS), nxt
 
 
 @triton.jit
@@ -567,8 +576,9 @@ def _pool_pick(x_row, sx_col, V, key, kb, cb, t, mx, KEY_BITS: tl.constexpr,
     cb)`` (key, then column) in one read of the row (:func:`_filtered_step`); ``clean``:
     no NaN score among them."""
     best, best_col, nan, top = _gumbel_start(BLOCK)
+    held = _ahead(x_row, sx_col, V, 0, BLOCK)
     for q in range(0, V, BLOCK):
-        c, ok, raw, kc = _read_step(x_row, sx_col, V, q, KEY_BITS, INF_BITS, BLOCK)
+        c, ok, raw, kc, held = _read_step(x_row, sx_col, V, q, held, KEY_BITS, INF_BITS, BLOCK)
         pool = ok & ((kc > kb) | ((kc == kb) & (c < cb)))
         score, _ = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
         best, best_col, nan, top = _filtered_step(
@@ -606,8 +616,11 @@ def _draw_by_rounds(
             ck = _keys(tl.load(x_row + cand * sx_col, mask=drawn, other=0), KEY_BITS, INF_BITS)
             before = tl.zeros([BLOCK], tl.int64)
             if drawn:  # the weight of the ranks before the candidate
+                held = _ahead(x_row, sx_col, V, 0, BLOCK)
                 for q2 in range(0, V, BLOCK):
-                    c, ok, raw, kc = _read_step(x_row, sx_col, V, q2, KEY_BITS, INF_BITS, BLOCK)
+                    c, ok, raw, kc, held = _read_step(
+                        x_row, sx_col, V, q2, held, KEY_BITS, INF_BITS, BLOCK
+                    )  # fmt: skip
                     ahead = ok & ((kc > ck) | ((kc == ck) & (c < cand)))
                     _, w = _top_p_weights(raw, t, ahead, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
                     before += _fixed(w, fix)
@@ -686,10 +699,12 @@ def top_p_draw_kernel(
     row_fix = tl.zeros([READ_BLOCK], tl.int64)
     row_best, row_col, row_nan, row_top = _gumbel_start(READ_BLOCK)
     if beyond & whole:  # the whole row's weights and its best Gumbel score, in one read
+        held = _ahead(x_row, sx_col, V, 0, READ_BLOCK)
         for r in range(0, V, READ_BLOCK):
-            c = r + tl.arange(0, READ_BLOCK)
-            raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
-            score, w = _top_p_weights(raw, t, c < V, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
+            c, ok, raw, kc, held = _read_step(
+                x_row, sx_col, V, r, held, KEY_BITS, INF_BITS, READ_BLOCK
+            )  # fmt: skip
+            score, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
             row_sum += w.to(tl.float64)
             row_fix += _fixed(w, fix)
             row_best, row_col, row_nan, row_top = _filtered_step(
@@ -754,10 +769,12 @@ def top_p_draw_kernel(
             )  # fmt: skip
             n_at = kk - above
             heavier = tl.zeros([READ_BLOCK], tl.int64)
+            held = _ahead(x_row, sx_col, V, 0, READ_BLOCK)
             for r2 in range(0, V, READ_BLOCK):
-                c = r2 + tl.arange(0, READ_BLOCK)
-                raw = tl.load(x_row + c * sx_col, mask=c < V, other=0)
-                ok = (c < V) & (_keys(raw, KEY_BITS, INF_BITS) > tk)
+                c, ok, raw, kc, held = _read_step(
+                    x_row, sx_col, V, r2, held, KEY_BITS, INF_BITS, READ_BLOCK
+                )  # fmt: skip
+                ok = ok & (kc > tk)
                 _, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
                 heavier += _fixed(w, fix)
             at = _fixed_at(tk, t, mx, fix, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
@@ -774,8 +791,11 @@ def top_p_draw_kernel(
             n_at = tl.maximum(need, 1)
         seen = tl.zeros([], tl.int64)  # entries of key tk in the columns before this step
         row_best, row_col, row_nan, row_top = _gumbel_start(READ_BLOCK)
+        held = _ahead(x_row, sx_col, V, 0, READ_BLOCK)
         for q in range(0, V, READ_BLOCK):
-            c, ok, raw, kc = _read_step(x_row, sx_col, V, q, KEY_BITS, INF_BITS, READ_BLOCK)
+            c, ok, raw, kc, held = _read_step(
+                x_row, sx_col, V, q, held, KEY_BITS, INF_BITS, READ_BLOCK
+            )  # fmt: skip
             tie = ok & (kc == tk)
             order = seen + tl.cumsum(tie.to(tl.int64), axis=0) - tie.to(tl.int64)
             seen += tl.sum(tie.to(tl.int64), axis=0)
