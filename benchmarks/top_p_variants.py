@@ -1,10 +1,10 @@
-"""Top-p draws over flat rows (``top_p_sampling_from_probs``: k = 0, the softmax of
-N(0, 1) logits, top_p 0.9) at each ``triton_sampling.READ_BLOCK`` given, device time
-of eager calls (median of 20), fp32 V = 129,280; draws checked equal across variants.
-FlashInfer's ``top_p_sampling_from_probs`` beside them where it imports (its draws differ:
-another definition).
+"""Top-p draws over flat rows (``top_k_top_p_sampling_from_probs``, the softmax of N(0,
+1) logits, top_p 0.9; k = 0 is top-p alone, the whole row) at each
+``triton_sampling.READ_BLOCK`` given, device time of eager calls (median of 20), fp32 V =
+129,280; draws checked equal across variants. FlashInfer's same operation beside them
+where it imports (its draws differ: another definition).
 
-    python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096]
+    python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096] [--k 0]
 """
 
 from __future__ import annotations
@@ -16,9 +16,16 @@ import torch
 from deepselect import engine, triton_sampling
 
 try:
-    from flashinfer.sampling import top_p_sampling_from_probs as flashinfer_top_p
+    from flashinfer import sampling as flashinfer_sampling
 except ImportError:  # its column stays empty
-    flashinfer_top_p = None
+    flashinfer_sampling = None
+
+
+def flashinfer_call(x: torch.Tensor, k: int, top_p: float):
+    """FlashInfer's draw of the same operation (top-p alone where ``k <= 0``)."""
+    if k <= 0:
+        return lambda: flashinfer_sampling.top_p_sampling_from_probs(x, top_p)
+    return lambda: flashinfer_sampling.top_k_top_p_sampling_from_probs(x, k, top_p)
 
 
 def time_us(fn, repeats: int = 20) -> float:
@@ -40,9 +47,11 @@ def main() -> None:
     ap.add_argument("--blocks", default="256,1024,2048")
     ap.add_argument("--rows", default="1,256,4096")
     ap.add_argument("--top-p", type=float, default=0.9)
+    ap.add_argument("--k", type=int, default=0)
     args = ap.parse_args()
     blocks = [int(b) for b in args.blocks.split(",")]
     head = [f"READ_BLOCK {b} us" for b in blocks] + ["FlashInfer us"]
+    print(f"k = {args.k}, top_p = {args.top_p}")
     print("rows | " + " | ".join(head))
     for rows in (int(r) for r in args.rows.split(",")):
         g = torch.Generator(device="cuda").manual_seed(rows)
@@ -53,15 +62,15 @@ def main() -> None:
             triton_sampling.READ_BLOCK = b
 
             def call(x=x, seeds=seeds):
-                return engine.top_k_top_p_sampling_from_probs(x, 0, args.top_p, seeds=seeds)
+                return engine.top_k_top_p_sampling_from_probs(x, args.k, args.top_p, seeds=seeds)
 
             got = call()
             ref = got if ref is None else ref
             assert torch.equal(got, ref), (rows, b)
             out.append(time_us(call))
         cells = [f"{t:.1f}" for t in out]
-        if flashinfer_top_p is not None:
-            cells.append(f"{time_us(lambda x=x: flashinfer_top_p(x, args.top_p)):.1f}")
+        if flashinfer_sampling is not None:
+            cells.append(f"{time_us(flashinfer_call(x, args.k, args.top_p)):.1f}")
         print(f"{rows} | " + " | ".join(cells + [""] * (len(head) - len(cells))), flush=True)
 
 
