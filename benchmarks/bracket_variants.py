@@ -38,7 +38,6 @@ QUICK += [c for c in GPU if c[:2] == (512, 16384)]
 CPU = [(3, 3000, BF, 300, "normal"), (2, 2000, FP, 250, "distinct32")]
 PLANS = {
     "b8": BracketPlan(),
-    "b8na": BracketPlan(ahead=False),
     "b8c80": BracketPlan(maxnreg=80),
     "b8c64": BracketPlan(maxnreg=64),
     "b8v2": BracketPlan(vectors=2),
@@ -47,9 +46,8 @@ PLANS = {
     "s256": BracketPlan(sample=256),
     "s128": BracketPlan(sample=128),
     "s64": BracketPlan(sample=64),
-    "staged": BracketPlan(sample=256, stage=True),
 }
-QUICK_PLANS = ("staged",)
+QUICK_PLANS = ("s256",)
 CPU_PLANS = {"b1": BracketPlan(warps=1, vectors=2, sample=32)}
 
 

@@ -2,7 +2,8 @@
 without a GPU and print one line per variant: its shared memory in bytes, the atomic adds
 to its histogram (``bins``), Triton's own shared-memory instructions while the bins live
 (``clash``: each could overwrite a bin, so there must be none), the layout conversions
-(``cvt``: each goes through shared memory and its barriers), registers and spills.
+(``cvt``: each goes through shared memory and its barriers; ``loop_cvt``: those inside a
+loop over the row's blocks), registers and spills.
 
     python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--cap 80] [--dtypes bf16]
 
@@ -43,6 +44,21 @@ from deepselect.ops.triton.bracket import bracket_rows_kernel  # noqa: E402
 TARGET = GPUTarget("cuda", 90, 32)
 
 
+def loop_conversions(ttgir: str) -> int:
+    """The layout conversions of ``ttgir`` inside an ``scf.for`` body (a region's
+    closing brace sits at its opening line's indent)."""
+    loops, n = [], 0
+    for line in ttgir.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if loops and line.lstrip().startswith("}") and indent == loops[-1]:
+            loops.pop()
+        elif "scf.for" in line and line.rstrip().endswith("{"):
+            loops.append(indent)
+        elif loops and "ttg.convert_layout" in line:
+            n += 1
+    return n
+
+
 def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     sig = bracket_signature(dtype, idx64)
     consts = bracket_constants(
@@ -60,7 +76,8 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
         f"vectors={plan.vectors} cap={plan.maxnreg} smem={c.metadata.shared} "
         f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx, 32)} "
-        f"cvt={c.asm['ttgir'].count('convert_layout')} {ptxas_report(ptx)}"
+        f"cvt={c.asm['ttgir'].count('convert_layout')} "
+        f"loop_cvt={loop_conversions(c.asm['ttgir'])} {ptxas_report(ptx)}"
     )
 
 

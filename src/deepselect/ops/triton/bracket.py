@@ -26,7 +26,10 @@ later reads hit L2 (a row of up to some 64 KB, a few programs an SM, stays there
 4. **Write.** The pivot key ``P`` (the k-th largest) and the keys above it (``above``)
    being known, a last read writes every key above ``P`` and the first ``k - above``
    keys equal to it in index order, at slots counted by a running sum in index order:
-   the selection in index order, as the short rows' kernel writes it.
+   the selection in index order, as the short rows' kernel writes it. The read stores
+   only the selected positions at their slots; after it each slot is read back and
+   written once as its index (offset or cache slot) and value (put best first where
+   the order is by value).
 
 Exact whatever the data: each histogram is over a range of keys known to hold the
 k-th, bins are monotone in the key, and counts are integers. Bounded: at most ``2 +
@@ -38,8 +41,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import _out_index, _raw_key, _window
-from .short import SHORT_GROUPS, _write_in_order, _write_staged
+from .common import _raw_key, _window
+from .short import SHORT_GROUPS, _row_offset, _write_staged
 from .sync import _smem_bins_add, _smem_bins_read, _smem_bins_zero
 
 BRACKET_Z = tl.constexpr(3.0)  # the bracket's half width, in standard deviations ...
@@ -54,51 +57,39 @@ def _load(x_row, stride_xc, pos, lo, hi):
 
 
 @triton.jit
-def _first(x_row, stride_xc, a, lo, hi, BLOCK: tl.constexpr, AHEAD: tl.constexpr):
-    """What a loop over the blocks from ``a`` starts with: ``AHEAD``, block 0's raw
-    bits (each step loads the next block before it works on its own); else zeros."""
-    pos = a + tl.arange(0, BLOCK)
-    if AHEAD:
-        return _load(x_row, stride_xc, pos, lo, hi)
-    return tl.zeros([BLOCK], x_row.dtype.element_ty)
+def _first(x_row, stride_xc, a, lo, hi, BLOCK: tl.constexpr):
+    """What a loop over the blocks from ``a`` starts with: block 0's raw bits (each
+    step loads the next block before it works on its own)."""
+    return _load(x_row, stride_xc, a + tl.arange(0, BLOCK), lo, hi)
 
 
 @triton.jit
-def _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS: tl.constexpr, BLOCK: tl.constexpr,
-          AHEAD: tl.constexpr):  # fmt: skip
-    """Block ``b`` of a loop from ``a``: its positions, raw bits, keys and which are in
-    ``[lo, hi)``, and what the next step takes as ``ahead`` (``AHEAD``: block ``b +
-    1``'s raw bits, loaded now; a block past ``hi`` loads nothing)."""
+def _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS: tl.constexpr, BLOCK: tl.constexpr):
+    """Block ``b`` of a loop from ``a``, its raw bits ``ahead`` (loaded a step before):
+    its positions, keys and which are in ``[lo, hi)``, and block ``b + 1``'s raw bits,
+    loaded now for the next step (a block past ``hi`` loads nothing)."""
     pos = a + b * BLOCK + tl.arange(0, BLOCK)
-    if AHEAD:
-        raw = ahead
-        ahead = _load(x_row, stride_xc, pos + BLOCK, lo, hi)
-    else:
-        raw = _load(x_row, stride_xc, pos, lo, hi)
+    nxt = _load(x_row, stride_xc, pos + BLOCK, lo, hi)
     ok = (pos >= lo) & (pos < hi)
-    key = _raw_key(raw, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
-    return pos, raw, key, ok, ahead
+    key = _raw_key(ahead, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
+    return pos, key, ok, nxt
 
 
 # word [$1] := $3 where $2 != 0 (a store that keeps its operands' layout: Triton's own
 # store through a scattered pointer re-lays its operands out through shared memory)
 _ST = "{ .reg .pred %p; setp.ne.s32 %p, $2, 0; @%p st.global.bBITS [$1], $3; mov.b32 $0, 0; }"
-STORE16_ASM = tl.constexpr(_ST.replace("BITS", "16"))
 STORE32_ASM = tl.constexpr(_ST.replace("BITS", "32"))
 STORE64_ASM = tl.constexpr(_ST.replace("BITS", "64"))
 
 
 @triton.jit
 def _scatter(ptr, val, mask, ASM: tl.constexpr):
-    """``tl.store(ptr, val, mask=mask)`` (``val`` of the pointer's element type, 16, 32
-    or 64 bits); ``ASM``: by inline PTX, in the layout the operands have (GPU builds)."""
+    """``tl.store(ptr, val, mask=mask)`` (``val`` of the pointer's element type, 32 or
+    64 bits: the staged positions); ``ASM``: by inline PTX, in the layout the operands
+    have (GPU builds)."""
     if ASM:
-        BITS: tl.constexpr = val.dtype.primitive_bitwidth
         m = mask.to(tl.int32)
-        if BITS == 16:
-            tl.inline_asm_elementwise(STORE16_ASM, "=r,l,r,h", [ptr, m, val], dtype=tl.int32,
-                                      is_pure=False, pack=1)  # fmt: skip
-        elif BITS == 32:
+        if val.dtype.primitive_bitwidth == 32:
             tl.inline_asm_elementwise(STORE32_ASM, "=r,l,r,r", [ptr, m, val], dtype=tl.int32,
                                       is_pure=False, pack=1)  # fmt: skip
         else:
@@ -140,8 +131,7 @@ def _shift(span, LOG_NB: tl.constexpr):
 
 @triton.jit
 def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
-          BLOCK: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr,
-          AHEAD: tl.constexpr):  # fmt: skip
+          BLOCK: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr):  # fmt: skip
     """One read of the window ``[lo, hi)`` in ``nblk`` blocks from ``a``: the histogram
     of its keys in ``[blo, bhi]``, bin ``(key - blo) >> s``, by shared-memory atomics
     (``SMEM``; else in registers, as the interpreter runs it), and the count of keys
@@ -152,9 +142,9 @@ def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
     over = tl.zeros([BLOCK], tl.int32)
     if SMEM:
         _smem_bins_zero(NB)
-    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK, AHEAD)
+    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK)
     for b in range(nblk):
-        _, _, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK, AHEAD)
+        _, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK)
         inb = ok & (key >= blo) & (key <= bhi)
         bins = tl.where(inb, (key - blo) >> s, 0).to(tl.int32)
         if SMEM:
@@ -186,7 +176,7 @@ def _narrow(h, blo, bhi, s, above, kk, LOG_NB: tl.constexpr):
 @triton.jit
 def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
            BLOCK: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
-           SMEM: tl.constexpr, AHEAD: tl.constexpr):  # fmt: skip
+           SMEM: tl.constexpr):  # fmt: skip
     """Steps 1-3: the window's k-th largest key ``P`` and how many keys lie above it
     (``nv > k`` valid keys)."""
     KEY_BITS: tl.constexpr = 16 if KEYS[4] else 32
@@ -200,7 +190,7 @@ def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
     # own can fall between the bins' zero and their read however it lays out the loop
     while not done:
         h, over = _bins(
-            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM, AHEAD
+            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM
         )  # fmt: skip
         above = tl.where(first, over, above)  # the first read counts the keys above it
         miss = first & ((above >= kk) | (above + tl.sum(h, axis=0) < kk))
@@ -218,7 +208,7 @@ def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
 
 BRACKET_GROUPS = dict(
     **{g: SHORT_GROUPS[g] for g in ("xin", "win", "out", "off", "fills", "page", "KEYS", "FORM")},
-    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "AHEAD", "STAGE", "ASM"),
+    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "ASM"),
     PAGE=SHORT_GROUPS["PAGE"],
 )  # fmt: skip
 """How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``): the
@@ -241,12 +231,11 @@ def bracket_rows_kernel(
     offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
     fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
     ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
-    S, LOG_NB, KP, SMEM_HIST, AHEAD, STAGE, ASM)``: the block read at once (a multiple of
-    the program's threads), the sample, the histogram's bins (log2), a power of two
-    >= k, shared-memory histograms, each block's load a step ahead, the selection's
-    positions staged at their slots and written out (indices, values) after the
-    loop, once an output (else an index and a value a selected element, in the loop),
-    the selection's stores by inline PTX (GPU builds)."""
+    S, LOG_NB, KP, SMEM_HIST, ASM)``: the block read at once (a multiple of the
+    program's threads), the sample, the histogram's bins (log2), a power of two >= k,
+    shared-memory histograms, the positions' stores by inline PTX (GPU builds). Each
+    block's load is issued a step ahead; the write stages the selection's positions at
+    their slots in the loop and writes indices and values after it, once an output."""
     x_ptr, stride_xr, stride_xc, N = xin
     begin_ptr, end_ptr = win
     ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
@@ -261,10 +250,7 @@ def bracket_rows_kernel(
     LOG_NB: tl.constexpr = SEL[2]
     KP: tl.constexpr = SEL[3]
     SMEM: tl.constexpr = SEL[4]
-    AHEAD: tl.constexpr = SEL[5]
-    STAGE: tl.constexpr = SEL[6]
-    ASM: tl.constexpr = SEL[7]
-    PAGED: tl.constexpr = PAGE[0]
+    ASM: tl.constexpr = SEL[5]
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
     row = tl.program_id(0)
     row64 = row.to(tl.int64)
@@ -278,24 +264,20 @@ def bracket_rows_kernel(
     above = nv * 0
     if nv > k:
         pk, above = _pivot(
-            x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS, BLOCK, S, LOG_NB, SMEM, AHEAD
+            x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS, BLOCK, S, LOG_NB, SMEM
         )  # fmt: skip
-    # 4. the write: every key above P, then the first kk - above keys at P, index order
-    if OFF_TENSOR:
-        offset = tl.load(off_ptr + row).to(tl.int64)
-    else:
-        offset = off_scalar.to(tl.int64)
+    # 4. the write: every key above P, then the first kk - above keys at P, index order;
+    # positions staged at their slots in the loop, indices and values once an output after
+    offset = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
     oi_row = oi_ptr + row64 * stride_oir
     ov_row = ov_ptr + row64 * stride_ovr
     orow = (oi_row, stride_oic, ov_row, stride_ovc)
-    staged: tl.constexpr = STAGE or ORDER == 1 or PAGED
     r = kk - above
     n_gt = nv * 0
     n_eq = nv * 0
-    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK, AHEAD)
+    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK)
     for b in range(nblk):
-        pos, raw, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK,
-                                         AHEAD)  # fmt: skip
+        pos, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK)
         gt = tl.where(nv <= k, ok, ok & (key > pk))  # every valid key in a short window
         eq = tl.where(nv <= k, False, ok & (key == pk))
         flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
@@ -304,30 +286,13 @@ def bracket_rows_kernel(
         slot = n_gt + (run >> 16) + tl.minimum(c_eq, r) - 1
         # (slot < kk holds for every selected key: a guard, never a write past the row)
         sel = (gt | (eq & (c_eq <= r))) & (slot < kk)
-        slot = slot.to(tl.int64)
-        if staged:  # positions now, indices and values by the staged write below
-            _scatter(oi_row + slot * stride_oic, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
-        else:
-            page_ptr, page_stride, max_pages, n_batch, r2b_ptr = page
-            idx = _out_index(
-                pos, sel, row, offset, page_ptr, page_stride, max_pages, n_batch, r2b_ptr,
-                PAGED, PAGE[1], PAGE[2],
-            )  # fmt: skip
-            _scatter(oi_row + slot * stride_oic, idx.to(oi_ptr.dtype.element_ty), sel, ASM)
-            if WRITE_VALUES:
-                _scatter(ov_row + slot * stride_ovc, raw, sel, ASM)
+        oi_at = oi_row + slot.to(tl.int64) * stride_oic
+        _scatter(oi_at, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
         tot = tl.sum(flags, axis=0)
         n_gt += tot >> 16
         n_eq += tot & 0xFFFF
-    if staged:
-        tl.debug_barrier()  # every staged position before the read-back
-        _write_staged(
-            x_row, stride_xc, 0, kk, kk, k, True, row, offset, orow, fills, page, KEYS,
-            ORDER == 1, WRITE_VALUES, KP, PAGE,
-        )  # fmt: skip
-    else:  # only the fills past a window shorter than k
-        q = tl.arange(0, KP)
-        _write_in_order(
-            x_row, stride_xc, q, q < 0, q, kk, k, True, row, offset, orow, fills, page,
-            WRITE_VALUES, KP, PAGE,
-        )  # fmt: skip
+    tl.debug_barrier()  # every staged position before the read-back
+    _write_staged(
+        x_row, stride_xc, 0, kk, kk, k, True, row, offset, orow, fills, page, KEYS,
+        ORDER == 1, WRITE_VALUES, KP, PAGE,
+    )  # fmt: skip
