@@ -24,7 +24,7 @@ from deepselect.bench.timing import cache_bytes, time_fns
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import run_triton, stream_config
-from deepselect.triton_bracket import BracketPlan, run_bracket
+from deepselect.triton_bracket import BRACKET, BracketPlan, run_bracket
 
 BF, FP = torch.bfloat16, torch.float32
 # (rows, n, dtype, k, distribution)
@@ -37,17 +37,15 @@ QUICK = [c for c in GPU if c[0] == 4096 and c[4] in ("normal", "ascending")]
 QUICK += [c for c in GPU if c[:2] == (512, 16384)]
 CPU = [(3, 3000, BF, 300, "normal"), (2, 2000, FP, 250, "distinct32")]
 PLANS = {
-    "b8": BracketPlan(),
-    "b8c80": BracketPlan(maxnreg=80),
-    "b8c64": BracketPlan(maxnreg=64),
+    "BRACKET": BRACKET,  # the dispatch's plan, launched directly
     "b8v2": BracketPlan(vectors=2),
     "b4": BracketPlan(warps=4),
     "b16": BracketPlan(warps=16),
-    "s256": BracketPlan(sample=256),
+    "s512": BracketPlan(sample=512),
     "s128": BracketPlan(sample=128),
     "s64": BracketPlan(sample=64),
 }
-QUICK_PLANS = ("s256",)
+QUICK_PLANS = ("BRACKET",)
 CPU_PLANS = {"b1": BracketPlan(warps=1, vectors=2, sample=32)}
 
 

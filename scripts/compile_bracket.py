@@ -5,7 +5,7 @@ to its histogram (``bins``), Triton's own shared-memory instructions while the b
 (``cvt``: each goes through shared memory and its barriers; ``loop_cvt``: those inside a
 loop over the row's blocks), registers and spills.
 
-    python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--cap 80] [--dtypes bf16]
+    python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--sample 256] [--dtypes bf16]
 
 By default the dispatch's launch (``triton_bracket.BRACKET``).
 """
@@ -13,7 +13,6 @@ By default the dispatch's launch (``triton_bracket.BRACKET``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     ptx = c.asm["ptx"]
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
-        f"vectors={plan.vectors} cap={plan.maxnreg} smem={c.metadata.shared} "
+        f"vectors={plan.vectors} sample={plan.sample} smem={c.metadata.shared} "
         f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx, 32)} "
         f"cvt={c.asm['ttgir'].count('convert_layout')} "
         f"loop_cvt={loop_conversions(c.asm['ttgir'])} {ptxas_report(ptx)}"
@@ -85,13 +84,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--warps", type=int, default=BRACKET.warps)
     p.add_argument("--vectors", default=str(BRACKET.vectors))
-    p.add_argument("--cap", type=int, default=BRACKET.maxnreg)
+    p.add_argument("--sample", type=int, default=BRACKET.sample)
     p.add_argument("--dtypes", default="bf16,fp32")
     a = p.parse_args()
     dts = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     for name in a.dtypes.split(","):
         for vec in (int(v) for v in a.vectors.split(",")):
-            plan = dataclasses.replace(BRACKET, warps=a.warps, vectors=vec, maxnreg=a.cap)
+            plan = BracketPlan(warps=a.warps, vectors=vec, sample=a.sample)
             for k, order in ((2048, Order.NONE), (512, Order.NONE), (2048, Order.VALUE)):
                 print(build(dts[name], k, plan, order), flush=True)
 

@@ -46,7 +46,7 @@ def check(x, k, plan=SMALL, values=True, **kw):
 def test_constants():
     kw = dict(largest=True, order="none", has_window=0, off_tensor=False, write_values=True)
     bf = bracket_constants(torch.bfloat16, 2048, BracketPlan(), **kw)
-    assert bf["BLOCK"] == 2048 and bf["LOG_NB"] == 8 and bf["KP"] == 2048 and bf["S"] == 512
+    assert bf["BLOCK"] == 2048 and bf["LOG_NB"] == 8 and bf["KP"] == 2048 and bf["S"] == 256
     fp = bracket_constants(torch.float32, 1000, BracketPlan(vectors=2), **kw)
     assert fp["BLOCK"] == 2048 and fp["LOG_NB"] == 11 and fp["KP"] == 1024
 
@@ -139,9 +139,10 @@ def test_page_map():
     ],
 )
 def test_gpu_full_size(rows, n, k, dtype):
-    """The full-size launch shape (8 warps, a 16-byte vector a thread, the plan's default
-    sample of 512; the dispatch's 256 runs in ``test_gpu_dispatch_takes_it``), exact
-    against the oracle on rows that break selections, windows too."""
+    """The dispatch's launch (``BRACKET``: 8 warps, a 16-byte vector a thread, a sample
+    of 256) on every shape, not only the ones the dispatch routes here (those run in
+    ``test_gpu_dispatch_takes_it``), exact against the oracle on rows that break
+    selections, windows too."""
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
     for kind in ("normal", "ascending", "distinct32", "nan_hotspots", "all_equal", "tiny"):
@@ -151,7 +152,7 @@ def test_gpu_full_size(rows, n, k, dtype):
     end = torch.randint(n // 2, n + 1, (rows,), generator=g).cuda()
     begin = torch.randint(0, n // 4, (rows,), generator=g).cuda()
     check(x, k, plan=BracketPlan(), begin=begin, end=end, order=Order.VALUE)
-    check(x, k, plan=BracketPlan(maxnreg=80), end=end, largest=False, index_dtype=torch.int64)
+    check(x, k, plan=BracketPlan(), end=end, largest=False, index_dtype=torch.int64)
 
 
 @pytest.mark.gpu

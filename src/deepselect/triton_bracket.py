@@ -32,21 +32,18 @@ _bracket_kernel = launch_cache.cached(bracket_rows_kernel)
 
 @dataclass(frozen=True)
 class BracketPlan:
-    """One launch of a program a row.
+    """One launch of a program a row (the defaults: the dispatch's, :data:`BRACKET`).
 
     warps: the program's warps; vectors: 16-byte vectors a thread reads per block (the
     block: ``32 * warps * vectors`` vectors); sample: keys sampled for the bracket (a
-    power of two); log_bins: the histogram's bins, log2 (``None``: 8 for 16-bit keys,
-    11 for 32-bit); maxnreg: the register cap (``None``: none)."""
+    power of two). The histogram has 256 bins for 16-bit keys, 2048 for 32-bit."""
 
     warps: int = 8
     vectors: int = 1
-    sample: int = 512
-    log_bins: int | None = None
-    maxnreg: int | None = None
+    sample: int = 256
 
 
-BRACKET = BracketPlan(sample=256)
+BRACKET = BracketPlan()
 """The launch the dispatch takes (``triton_short.BRACKET_KP``): 8 warps, a 16-byte vector a
 thread a block, each load a block ahead, a sample of 256 (H100, 4096 x 16K bf16, k =
 2048: 325 us against 351 at 512 and 443 at 64; docs/tuning.md), the selection's
@@ -70,7 +67,6 @@ def bracket_constants(
     check without a GPU build the same kernel)."""
     bits = 16 if dtype in (torch.bfloat16, torch.float16) else 32
     per_vector = 128 // bits
-    log_bins = plan.log_bins if plan.log_bins is not None else (8 if bits == 16 else 11)
     return dict(
         **key_constants(dtype, largest),
         ORDER=_ORDER_CODE[Order(order)],
@@ -79,7 +75,7 @@ def bracket_constants(
         WRITE_VALUES=write_values,
         BLOCK=32 * plan.warps * plan.vectors * per_vector,
         S=plan.sample,
-        LOG_NB=log_bins,
+        LOG_NB=8 if bits == 16 else 11,
         KP=max(16, _next_pow2(k)),
         SMEM_HIST=smem_hist(),
         ASM=not _interpreting(),
@@ -100,20 +96,19 @@ def bracket_signature(dtype: torch.dtype, idx64: bool) -> dict:
     return sig
 
 
-def launch_options(plan: BracketPlan, interp: bool = False) -> dict:
+def launch_options(plan: BracketPlan) -> dict:
     """The launch's options: warps, no software pipelining (its buffers would share the
-    bins' bytes), the register cap (none in the interpreter)."""
-    kw = dict(num_warps=plan.warps, num_stages=1)
-    if plan.maxnreg is not None and not interp:
-        kw["maxnreg"] = plan.maxnreg
-    return kw
+    bins' bytes), no register cap."""
+    return dict(num_warps=plan.warps, num_stages=1)
 
 
 @cache
 def _launch_bundle(dtype, k, plan: BracketPlan, flags: tuple, page_flags: tuple, interp: bool):
+    """The bundled launch arguments (``interp`` keys the cache: the stores' form
+    follows it)."""
     kw = bracket_constants(dtype, k, plan, **dict(flags))
     kw.update(page_flags)
-    kw.update(launch_options(plan, interp))
+    kw.update(launch_options(plan))
     return bundle(BRACKET_GROUPS, kw, BRACKET_DEFAULTS)
 
 
