@@ -76,6 +76,10 @@ def boundaries(dtype: torch.dtype, k: int = 512) -> tuple[list[int], list[int]]:
     ks.append(short.nmax)  # above it the short path takes no k
     size = torch.empty((), dtype=dtype).element_size()
     ns += [getattr(ts, name) // size for name in SHORT_BYTES]
+    # k where kp = next_pow2(k) changes the plan: wide short rows from kp 1024, the
+    # bracket kernel at kp 2048; the rows it takes, held whole by a program
+    ks += [ts.WIDE_SHORT_MIN_KP // 2, ts.BRACKET_KP // 2, ts.BRACKET_KP]
+    ns += [short.nmax // 2, ts.WIDE_SHORT_SLICES * short.nmax]
     cfg = tb.launch_config(dtype, k)  # the stream kernel's block and buffer
     ns += [cfg.B, 2 * cfg.B, tb.W32_MID_BLOCKS * cfg.B, tb.W32_FROM * cfg.B, cfg.CAP]
     return sorted(set(ns)), sorted(set(ks))
@@ -134,7 +138,7 @@ def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: i
     sm = _sm_count(device)
     n_choices = [n for n in ns if n <= max_elems] or [max_elems]
     k_choices = [k for k in ks if k <= max_k]
-    what = rng.choice(("n", "n", "k", "rows", "small"))
+    what = rng.choice(("n", "n", "k", "rows", "many", "small"))
     if what == "n":
         b = rng.choice(n_choices)
         n, near = _near(rng, b), f"N={b}"
@@ -148,12 +152,21 @@ def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: i
         n, near = rng.choice((17, 300, 1000, 4096)), f"rows={b}"
         k = rng.choice((1, 8, 64, 300))
         rows = _near(rng, b) or 1
+    elif what == "many":  # the rows of 16-bit keys that the bracket kernel takes
+        ts = _module("triton_short")
+        nmax = ts.ShortConfig().nmax
+        crowded = ts.CROWDED * sm
+        b = rng.choice((crowded, crowded, sm // 2))  # crowded short rows; wide short rows
+        rows, near = _near(rng, b) or 1, f"many={b}"
+        n = _near(rng, rng.choice((nmax // 2 + 1, nmax, nmax, 2 * nmax)))
+        kp = ts.BRACKET_KP
+        k = _near(rng, rng.choice((ts.WIDE_SHORT_MIN_KP // 2 + 1, kp // 2 + 1, kp, kp)))
     else:
         n, near = rng.choice((0, 1, 2, 5, 31, 100, rng.randint(1, 3000))), "small"
         k = rng.choice((1, 2, 3, n, n + 1, n + 7))
     k = max(1, min(k, max_k))
     n = max(0, min(n, max_elems))
-    if what != "rows":
+    if what not in ("rows", "many"):
         rows = rng.choice((1, 1, 2, 3, 6, 17))
     rows = max(1, min(rows, max(1, max_elems // max(n, 1))))
     return Case(
@@ -304,7 +317,7 @@ def test_fuzz_covers_every_dtype_order_option_and_distribution():
     for attr in ("largest", "return_values", "fill", "strided", "out"):
         assert {getattr(c, attr) for c in drawn} == {True, False}, attr
     nears = {c.near.split("=")[0] for c in drawn}
-    assert {"N", "k", "rows", "small"} <= nears
+    assert {"N", "k", "rows", "many", "small"} <= nears
     _, ks = boundaries(torch.float32)
     assert any(c.k == ks[-1] + 1 for c in drawn) or any(c.k > 4096 for c in drawn)
     assert all(c.rows * max(c.n, 1) <= GPU_MAX_ELEMS and c.k <= GPU_MAX_K for c in drawn)
