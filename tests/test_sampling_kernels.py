@@ -332,8 +332,8 @@ def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch,
     within ~1e-4 of every other's, so a read that skips the logs of entries that cannot
     beat its best so far (``_filtered_step``) must keep nearly all of them and still
     find the one best, at scores near 0 and near ``scale``. Whole rows past the
-    selection (``TOP_P_RANKS`` patched to 4), top_p 1 (one read draws), 0.9 and 0.5
-    (the rounds), and without rounds (the cut's descent, then the draw): the same
+    selection (``TOP_P_RANKS`` patched to 4), top_p 1 (one read draws), 0.5 (the
+    rounds), and 0.9 without rounds (the cut's descent, then the draw): the same
     tokens as with the logs of every entry, and for logits as the torch definition.
     (The interpreter's log of a probability may differ from torch's by an ulp, which
     decides near-ties; on a device both are CUDA's logf.)"""
@@ -349,16 +349,16 @@ def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch,
     x = x + torch.where(noise > 4.0, 3e-3, 0.0)
     probs = torch.softmax(x - scale, dim=1)
     f, g = engine.top_k_top_p_sampling_from_logits, engine.top_k_top_p_sampling_from_probs
-    for rounds in (triton_sampling.TOP_P_ROUNDS, 0):
+    cases = ((triton_sampling.TOP_P_ROUNDS, 1.0), (triton_sampling.TOP_P_ROUNDS, 0.5), (0, 0.9))
+    for rounds, p in cases:
         monkeypatch.setattr(triton_sampling, "TOP_P_ROUNDS", rounds)
-        for p in (1.0, 0.9, 0.5):
-            got = kernels(f, x, 0, p, temperature=1.0, seeds=seeds)
-            assert torch.equal(got, f(x, 0, p, temperature=1.0, seeds=seeds)), p
-            got_probs = kernels(g, probs, 0, p, seeds=seeds)
-            with monkeypatch.context() as m:
-                m.setattr(sampling_ops, "_filtered_step", _every_log_step)
-                assert torch.equal(kernels(f, x, 0, p, temperature=1.0, seeds=seeds), got)
-                assert torch.equal(kernels(g, probs, 0, p, seeds=seeds), got_probs), p
+        got = kernels(f, x, 0, p, temperature=1.0, seeds=seeds)
+        assert torch.equal(got, f(x, 0, p, temperature=1.0, seeds=seeds)), p
+        got_probs = kernels(g, probs, 0, p, seeds=seeds)
+        with monkeypatch.context() as m:
+            m.setattr(sampling_ops, "_filtered_step", _every_log_step)
+            assert torch.equal(kernels(f, x, 0, p, temperature=1.0, seeds=seeds), got)
+            assert torch.equal(kernels(g, probs, 0, p, seeds=seeds), got_probs), p
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
