@@ -4,6 +4,7 @@ short rows' kernel or the stream), and the bracket kernel (``triton_bracket``: a
 a row reading one block at a time, the row re-read from L2) at several launch shapes.
 
     python benchmarks/bracket_variants.py [--quick]       # GPU, ~2-3 min
+    python benchmarks/bracket_variants.py --rows 512,4096 --n 8192 --dtype float32 --plans BRACKET
     TRITON_INTERPRET=1 python benchmarks/bracket_variants.py --cpu   # tiny, no GPU
 
 Each cell checks every call against ``torch.topk`` (values, then the indices' values),
@@ -54,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rows", help="cells of these batches (with --n, --dtype; k 2048, normal)")
+    p.add_argument("--n", default="16384", help="row lengths of --rows' cells")
+    p.add_argument("--dtype", default="bfloat16", help="dtypes of --rows' cells")
+    p.add_argument("--plans", help="the bracket plans to launch, by name (default all)")
     a = p.parse_args(argv)
     dev = "cpu" if a.cpu else "cuda"
     if dev == "cuda" and not torch.cuda.is_available():
@@ -63,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     plans = CPU_PLANS if a.cpu else PLANS
     if a.quick and not a.cpu:
         plans = {n: PLANS[n] for n in QUICK_PLANS}
+    if a.rows:
+        cells = [
+            (r, n, getattr(torch, d), 2048, "normal")
+            for d in a.dtype.split(",")
+            for n in map(int, a.n.split(","))
+            for r in map(int, a.rows.split(","))
+        ]
+    if a.plans:
+        plans = {n: {**PLANS, **CPU_PLANS}[n] for n in a.plans.split(",")}
     print("rows | n | dtype | k | dist | call | us | x before | % read | status", flush=True)
     bad = 0
     for rows, n, dt, k, dist in cells:

@@ -138,6 +138,7 @@ def gpu_tables(calls: int) -> None:
         "topk_rows": lambda: topk_rows(x, k),
         "indexer_topk": lambda: indexer_topk(x, lengths, k),
     }
+
     def switched(fn, name):  # the same call with a launch_cache switch off
         def call():
             setattr(launch_cache, name, False)
@@ -297,8 +298,13 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=2000, help="queued calls per GPU measurement")
     p.add_argument("--cpu", action="store_true", help="the CPU figures on a GPU machine too")
     p.add_argument("--load", action="store_true", help="CPU: also the quick cases under load")
-    p.add_argument("--profile", type=int, default=0, metavar="CALLS",
-                   help="GPU: also profile the host side of CALLS eager calls (cProfile)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="CALLS",
+        help="GPU: also profile the host side of CALLS eager calls (cProfile)",
+    )
     p.add_argument("--import-runs", type=int, default=5, help="fresh processes per import time")
     a = p.parse_args()
     t0 = time.perf_counter()

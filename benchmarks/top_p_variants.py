@@ -1,10 +1,10 @@
 """Top-p draws over flat rows (``top_k_top_p_sampling_from_probs``, the softmax of N(0,
 1) logits, top_p 0.9; k = 0 is top-p alone, the whole row) at each
-``triton_sampling.READ_BLOCK`` given, device time of eager calls (median of 20), fp32 V =
-129,280; draws checked equal across variants. FlashInfer's same operation beside them
-where it imports (its draws differ: another definition).
+``triton_sampling.READ_BLOCK`` given, device time of eager calls (median of 20; ``--graph``:
+CUDA-graph replays), fp32 V = 129,280; draws checked equal across variants. FlashInfer's
+same operation beside them where it imports (its draws differ: another definition).
 
-    python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096] [--k 0]
+    python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096] [--graph]
 """
 
 from __future__ import annotations
@@ -28,9 +28,16 @@ def flashinfer_call(x: torch.Tensor, k: int, top_p: float):
     return lambda: flashinfer_sampling.top_k_top_p_sampling_from_probs(x, k, top_p)
 
 
-def time_us(fn, repeats: int = 20) -> float:
+def time_us(fn, repeats: int = 20, graph: bool = False) -> float:
     fn()
     torch.cuda.synchronize()
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        fn = g.replay
+        fn()
+        torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -48,10 +55,11 @@ def main() -> None:
     ap.add_argument("--rows", default="1,256,4096")
     ap.add_argument("--top-p", type=float, default=0.9)
     ap.add_argument("--k", type=int, default=0)
+    ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays")
     args = ap.parse_args()
     blocks = [int(b) for b in args.blocks.split(",")]
     head = [f"READ_BLOCK {b} us" for b in blocks] + ["FlashInfer us"]
-    print(f"k = {args.k}, top_p = {args.top_p}")
+    print(f"k = {args.k}, top_p = {args.top_p}, {'graph replays' if args.graph else 'eager'}")
     print("rows | " + " | ".join(head))
     for rows in (int(r) for r in args.rows.split(",")):
         g = torch.Generator(device="cuda").manual_seed(rows)
@@ -67,10 +75,10 @@ def main() -> None:
             got = call()
             ref = got if ref is None else ref
             assert torch.equal(got, ref), (rows, b)
-            out.append(time_us(call))
+            out.append(time_us(call, graph=args.graph))
         cells = [f"{t:.1f}" for t in out]
         if flashinfer_sampling is not None:
-            cells.append(f"{time_us(flashinfer_call(x, args.k, args.top_p)):.1f}")
+            cells.append(f"{time_us(flashinfer_call(x, args.k, args.top_p), graph=args.graph):.1f}")
         print(f"{rows} | " + " | ".join(cells + [""] * (len(head) - len(cells))), flush=True)
 
 
