@@ -282,7 +282,12 @@ def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype, rounds
         assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
-@pytest.mark.parametrize("kind", ["tiny", "distinct32", "normal"])
+@pytest.mark.parametrize(
+    "kind, split",
+    [pytest.param(kind, False, id=kind) for kind in ("tiny", "distinct32", "normal")]
+    + [pytest.param(kind, True, id=f"{kind}-split") for kind in ("tiny", "normal")],
+    indirect=["split"],
+)
 def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind, split):
     """Whole rows past the selection (``TOP_P_RANKS`` patched to 4) whose top_p is at
     least 0.05 draw within the rounds, without the cut's descent (patched to fail
@@ -347,7 +352,11 @@ def _every_log_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS:
     return best, best_col, nan, tl.maximum(top, tl.max(best, axis=0))
 
 
-@pytest.mark.parametrize("scale", [1.0, 3000.0])
+@pytest.mark.parametrize(
+    "scale, split",
+    [(1.0, False), (3000.0, False), pytest.param(1.0, True, id="1.0-split")],
+    indirect=["split"],
+)
 def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch, scale, split):
     """Rows whose logits are ``c`` minus each column's own Gumbel noise (the draw's
     ``-log(-log u)`` for the row's seed), plus a little: every entry's Gumbel score is
