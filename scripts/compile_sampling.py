@@ -32,6 +32,8 @@ RANKINGS = ((False, False), (True, False), (True, True))
 TOP_P_VARIANTS = [(False, t, False, p) for t in (False, True) for p in (False, True)]
 TOP_P_VARIANTS += [(False, False, True, p) for p in (False, True)]
 TOP_P_VARIANTS += [(True, True, False, True), (True, False, True, True)]
+PART_ARGS = ("x_ptr", "sx_row", "sx_col", "val_ptr", "k_ptr", "k_scalar", "seeds_ptr",
+             "temp_ptr", "temp_scalar", "ws_ptr", "V", "m", "fix")  # fmt: skip
 RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
 
 
@@ -79,15 +81,24 @@ def main() -> None:
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
                        k_ptr="*i64", k_scalar="i64", seeds_ptr="*i64", temp_ptr="*fp32",
                        temp_scalar="fp32", p_ptr="*fp64", out_ptr="*i64", V="i32", m="i32",
-                       fix="fp32")  # fmt: skip
+                       fix="fp32", ws_ptr="*i64")  # fmt: skip
             consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
                           FROM_PROBS=probs, PRECISE_LOG=True, SMEM=True, BLOCK=1024,
                           ROW_BLOCK=ROW_BLOCK, READ_BLOCK=READ_BLOCK,
-                          ROUNDS=TOP_P_ROUNDS, **keys)  # fmt: skip
+                          ROUNDS=TOP_P_ROUNDS, SP=1, **keys)  # fmt: skip
             print(build(sampling.top_p_draw_kernel, sig, consts))
             if (k_tensor, temp_tensor, probs, p_tensor) == TOP_P_VARIANTS[0]:
                 # a small selection's block (k = 50), unlike the whole-row reads' blocks
                 print(build(sampling.top_p_draw_kernel, sig, {**consts, "BLOCK": 128}))
+            if (k_tensor, temp_tensor, probs) == (False, False, True) and not p_tensor:
+                # a few rows' draw: the first read and its check split over programs
+                print(build(sampling.top_p_draw_kernel, sig, {**consts, "SP": 128}))
+                part_sig = {n: sig[n] for n in PART_ARGS}
+                part_sig.update(L="i32")
+                part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
+                            PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, **keys)  # fmt: skip
+                for check in (False, True):
+                    print(build(sampling.top_p_part_kernel, part_sig, {**part, "CHECK": check}))
 
 
 if __name__ == "__main__":

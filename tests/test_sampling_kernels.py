@@ -42,6 +42,27 @@ def kernels(monkeypatch):
     return run
 
 
+@pytest.fixture(params=[False, True], ids=["one-program", "split"])
+def split(request, monkeypatch):
+    """Top-p draws of whole rows with their first read and check by one program a row,
+    or split over several (``triton_sampling._split_parts``; the launches' grids are
+    recorded, so that a test sees the split ran)."""
+    grids = []
+    if request.param:
+        monkeypatch.setattr(triton_sampling, "SPLIT_PROGRAMS_PER_SM", 16)
+        real = triton_sampling._top_p_part
+
+        class Spy:
+            def __getitem__(self, grid):
+                grids.append(grid)
+                return real[grid]
+
+        monkeypatch.setattr(triton_sampling, "_top_p_part", Spy())
+    else:
+        monkeypatch.setattr(triton_sampling, "SPLIT_MAX_ROWS", 0)
+    return request.param, grids
+
+
 def rows_with_edges(kind: str, rows: int, v: int, dtype, seed: int) -> torch.Tensor:
     """``rows`` rows of ``kind``, the last few rewritten: ties at the top (all equal),
     +-inf and -0.0/0.0 mixed in, and a row of NaN and -inf only."""
@@ -261,8 +282,13 @@ def test_top_p_draw_past_the_selection(kernels, monkeypatch, kind, dtype, rounds
         assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
 
 
-@pytest.mark.parametrize("kind", ["tiny", "distinct32", "normal"])
-def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind):
+@pytest.mark.parametrize(
+    "kind, split",
+    [pytest.param(kind, False, id=kind) for kind in ("tiny", "distinct32", "normal")]
+    + [pytest.param(kind, True, id=f"{kind}-split") for kind in ("tiny", "normal")],
+    indirect=["split"],
+)
+def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind, split):
     """Whole rows past the selection (``TOP_P_RANKS`` patched to 4) whose top_p is at
     least 0.05 draw within the rounds, without the cut's descent (patched to fail
     here): the same tokens as the torch definitions, flat and peaked rows, ties
@@ -287,9 +313,10 @@ def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind):
         assert torch.equal(kernels(f, x, k, p, temperature=temp, seeds=seeds), want), (k, p)
         want = g(probs, k, p, seeds=seeds)
         assert torch.equal(kernels(g, probs, k, p, seeds=seeds), want), (k, p)
+    assert bool(split[1]) == split[0]  # the split ran where asked
 
 
-def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch):
+def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch, split):
     """Probabilities below zero (unchecked on a device; their log, the score, is NaN)
     in flat rows kept whole: the rounds stop at the NaN and the cut's descent decides,
     whether the ranks that stay hold it (then the top-1) or not: the same tokens as
@@ -325,8 +352,12 @@ def _every_log_step(score, col, key, live, best, best_col, nan, top, FROM_PROBS:
     return best, best_col, nan, tl.maximum(top, tl.max(best, axis=0))
 
 
-@pytest.mark.parametrize("scale", [1.0, 3000.0])
-def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch, scale):
+@pytest.mark.parametrize(
+    "scale, split",
+    [(1.0, False), (3000.0, False), pytest.param(1.0, True, id="1.0-split")],
+    indirect=["split"],
+)
+def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch, scale, split):
     """Rows whose logits are ``c`` minus each column's own Gumbel noise (the draw's
     ``-log(-log u)`` for the row's seed), plus a little: every entry's Gumbel score is
     within ~1e-4 of every other's, so a read that skips the logs of entries that cannot

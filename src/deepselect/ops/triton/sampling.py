@@ -614,17 +614,11 @@ def _draw_by_rounds(
     for r in range(ROUNDS):
         if done == 0:
             ck = _keys(tl.load(x_row + cand * sx_col, mask=drawn, other=0), KEY_BITS, INF_BITS)
-            before = tl.zeros([BLOCK], tl.int64)
-            if drawn:  # the weight of the ranks before the candidate
-                held = _ahead(x_row, sx_col, V, 0, BLOCK)
-                for q2 in range(0, V, BLOCK):
-                    c, ok, raw, kc, held = _read_step(
-                        x_row, sx_col, V, q2, held, KEY_BITS, INF_BITS, BLOCK
-                    )  # fmt: skip
-                    ahead = ok & ((kc > ck) | ((kc == ck) & (c < cand)))
-                    _, w = _top_p_weights(raw, t, ahead, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
-                    before += _fixed(w, fix)
-            stays = tl.sum(before, axis=0).to(tl.float64) < cut_fix
+            before = _weight_before(
+                x_row, sx_col, 0, V, ck, cand, t, mx, fix, drawn, KEY_BITS, INF_BITS, FP16,
+                FROM_PROBS, PRECISE, BLOCK,
+            )  # fmt: skip
+            stays = before.to(tl.float64) < cut_fix
             done = tl.where(stays | ~drawn, 1, 0)
             if (done == 0) & (r + 1 < ROUNDS):
                 cand, drawn, clean = _pool_pick(
@@ -636,13 +630,161 @@ def _draw_by_rounds(
 
 
 @triton.jit
+def _weight_before(x_row, sx_col, start, end, ck, cand, t, mx, fix, go, KEY_BITS: tl.constexpr,
+                   INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
+                   PRECISE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    """The :func:`_fixed` weight of the entries of columns ``[start, end)`` before the
+    candidate ``(ck, cand)`` (key, then column) in the row's order, in one read of them
+    where ``go`` (else 0)."""
+    before = tl.zeros([BLOCK], tl.int64)
+    if go:
+        held = _ahead(x_row, sx_col, end, start, BLOCK)
+        for q in range(start, end, BLOCK):
+            c, ok, raw, kc, held = _read_step(
+                x_row, sx_col, end, q, held, KEY_BITS, INF_BITS, BLOCK
+            )
+            ahead = ok & ((kc > ck) | ((kc == ck) & (c < cand)))
+            _, w = _top_p_weights(raw, t, ahead, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+            before += _fixed(w, fix)
+    return tl.sum(before, axis=0)
+
+
+@triton.jit
+def _read_parts(x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS: tl.constexpr,
+                INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
+                PRECISE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    """``(sum, fixed sum, column, drawn, clean, best)`` of columns ``[start, end)`` of a
+    row, in one read of them where ``go``: their weights' fp64 and :func:`_fixed` sums,
+    their best Gumbel score and its column (:func:`_gumbel_pick`: ``drawn``, finite and
+    no NaN score; ``clean``: no NaN score)."""
+    row_sum = tl.zeros([BLOCK], tl.float64)
+    row_fix = tl.zeros([BLOCK], tl.int64)
+    best, best_col, nan, top = _gumbel_start(BLOCK)
+    if go:
+        held = _ahead(x_row, sx_col, end, start, BLOCK)
+        for r in range(start, end, BLOCK):
+            c, ok, raw, kc, held = _read_step(
+                x_row, sx_col, end, r, held, KEY_BITS, INF_BITS, BLOCK
+            )
+            score, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE)
+            row_sum += w.to(tl.float64)
+            row_fix += _fixed(w, fix)
+            best, best_col, nan, top = _filtered_step(
+                score, c.to(tl.int64), key, ok, best, best_col, nan, top, FROM_PROBS, PRECISE
+            )  # fmt: skip
+    pick, drawn = _gumbel_pick(best, best_col, nan)
+    clean = tl.max(nan, axis=0) == 0
+    return (
+        tl.sum(row_sum, axis=0),
+        tl.sum(row_fix, axis=0),
+        pick,
+        drawn,
+        clean,
+        tl.max(best, axis=0),
+    )
+
+
+# a row's parts (:func:`top_p_part_kernel`), each PART_WORDS int64 words: the fp64 sum
+# (its bits), the fixed sum, the best Gumbel score (fp64 bits), its column, NaN seen,
+# and the weight before the row's candidate (the same kernel's check)
+PART_WORDS = tl.constexpr(6)
+
+
+@triton.jit
+def _parts_of_row(ws_ptr, row, SP: tl.constexpr):
+    """``(sum, fixed sum, column, drawn, clean, before)`` of a row from its ``SP`` parts
+    (a power of two; a part past the row's end holds none of it): as one read of the
+    whole row gives them (:func:`_read_parts`; the fp64 sum added in another order), and
+    the weight before the candidate summed over the parts."""
+    part = ws_ptr + (row * SP + tl.arange(0, SP)) * PART_WORDS
+    sums = tl.load(part).to(tl.float64, bitcast=True)
+    fixes = tl.load(part + 1)
+    g = tl.load(part + 2).to(tl.float64, bitcast=True)
+    cols = tl.load(part + 3)
+    clean = tl.max(tl.load(part + 4), axis=0) == 0
+    b = tl.max(g, axis=0)
+    pick = tl.min(tl.where(g == b, cols, COL_NONE), axis=0)
+    drawn = clean & (b > float("-inf")) & (b < float("inf"))
+    before = tl.sum(tl.load(part + 5), axis=0)
+    return tl.sum(sums, axis=0), tl.sum(fixes, axis=0), pick, drawn, clean, before
+
+
+@triton.jit
+def _row_of_draw(row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m,
+                 K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
+                 KEY_BITS: tl.constexpr, FP16: tl.constexpr, PRECISE: tl.constexpr):  # fmt: skip
+    """``(k, whole, key, t, mx)`` of a row's top-p draw: its k, whether it keeps the
+    whole row (``k <= 0`` or ``k >= V``), its seed's hash key, its temperature and its
+    best score (rank 0 of its ``m`` selected entries; ``p`` itself for probabilities)."""
+    if K_TENSOR:
+        kr = tl.load(k_ptr + row).to(tl.int64)
+    else:
+        kr = row * 0 + k_scalar
+    seed = tl.load(seeds_ptr + row)
+    key = _mix32(seed.to(tl.uint32) ^ _mix32((seed >> 32).to(tl.uint32) ^ GOLDEN))
+    if TEMP_TENSOR:
+        t = tl.load(temp_ptr + row).to(tl.float32)
+    else:
+        t = temp_scalar
+    best = tl.load(val_ptr + row * m)
+    mx = _top_p_weights(best, t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE)[0]
+    return kr, (kr <= 0) | (kr >= V), key, t, mx
+
+
+@triton.jit
+def top_p_part_kernel(
+    x_ptr, sx_row, sx_col, val_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar,
+    ws_ptr, V, m, fix, L,
+    K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
+    KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr, FP16: tl.constexpr,
+    PRECISE_LOG: tl.constexpr, READ_BLOCK: tl.constexpr, SP: tl.constexpr,
+    CHECK: tl.constexpr,
+):  # fmt: skip
+    """Part ``j`` (columns ``[j L, (j + 1) L)``, none past the row's end) of a whole
+    row's first read for :func:`top_p_draw_kernel` (grid ``rows x SP``), so that a few
+    rows are read by many programs: the sums of its weights and its best Gumbel score;
+    or (``CHECK``, a second launch) the weight of its entries before the best score over
+    the row's parts, which the draw's launch sums and compares with the cut."""
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    _, whole, key, t, mx = _row_of_draw(
+        row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m, K_TENSOR,
+        TEMP_TENSOR, FROM_PROBS, KEY_BITS, FP16, PRECISE_LOG,
+    )  # fmt: skip
+    x_row = x_ptr + row * sx_row
+    start = j * L
+    end = tl.minimum(start + L, V)
+    go = whole & (V > m)
+    part = ws_ptr + (row * SP + j) * PART_WORDS
+    if CHECK:
+        _, _, pick, drawn, _, _ = _parts_of_row(ws_ptr, row, SP)
+        ck = _keys(tl.load(x_row + pick * sx_col, mask=go & drawn, other=0), KEY_BITS, INF_BITS)
+        before = _weight_before(
+            x_row, sx_col, start, end, ck, pick, t, mx, fix, go & drawn, KEY_BITS, INF_BITS,
+            FP16, FROM_PROBS, PRECISE_LOG, READ_BLOCK,
+        )  # fmt: skip
+        tl.store(part + 5, before)
+    else:
+        total, fixed, pick, drawn, clean, best = _read_parts(
+            x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS, INF_BITS, FP16,
+            FROM_PROBS, PRECISE_LOG, READ_BLOCK,
+        )  # fmt: skip
+        tl.store(part, total.to(tl.int64, bitcast=True))
+        tl.store(part + 1, fixed)
+        tl.store(part + 2, best.to(tl.float64).to(tl.int64, bitcast=True))
+        tl.store(part + 3, pick)
+        tl.store(part + 4, (~clean).to(tl.int64))
+
+
+@triton.jit
 def top_p_draw_kernel(
     x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr,
-    temp_scalar, p_ptr, out_ptr, V, m, fix,
+    temp_scalar, p_ptr, out_ptr, V, m, fix, ws_ptr,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
     ROW_BLOCK: tl.constexpr, READ_BLOCK: tl.constexpr, ROUNDS: tl.constexpr,
+    SP: tl.constexpr,
 ):  # fmt: skip
     """``out[row]``: ``engine._top_p_draw`` of a row (logits scaled by ``temperature``,
     or probabilities) with ``m`` entries selected best first: its top-k set is its
@@ -666,28 +808,19 @@ def top_p_draw_kernel(
       weights, in fixed point; then a draw over the row, the ties at that key by
       column."""
     row = tl.program_id(0).to(tl.int64)
-    if K_TENSOR:
-        kr = tl.load(k_ptr + row).to(tl.int64)
-    else:
-        kr = row * 0 + k_scalar
-    whole = (kr <= 0) | (kr >= V)
+    kr, whole, key, t, mx = _row_of_draw(
+        row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m, K_TENSOR,
+        TEMP_TENSOR, FROM_PROBS, KEY_BITS, FP16, PRECISE_LOG,
+    )  # fmt: skip
     kk = tl.where(whole, V, kr)
     n = tl.minimum(kk, m)  # the ranks of the set within the selection
     beyond = kk > m
-    seed = tl.load(seeds_ptr + row)
-    key = _mix32(seed.to(tl.uint32) ^ _mix32((seed >> 32).to(tl.uint32) ^ GOLDEN))
-    if TEMP_TENSOR:
-        t = tl.load(temp_ptr + row).to(tl.float32)
-    else:
-        t = temp_scalar
     if P_TENSOR:  # (a block of it: the interpreter's scalar comparisons do not mix)
         top_p = tl.load(p_ptr + row) + tl.zeros([BLOCK], tl.float64)
     else:
         top_p = tl.load(p_ptr) + tl.zeros([BLOCK], tl.float64)
     base = val_ptr + row * m
     x_row = x_ptr + row * sx_row
-    # rank 0: the best score (p itself for probabilities)
-    mx = _top_p_weights(tl.load(base), t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)[0]
     total = tl.zeros([BLOCK], tl.float64)
     for s in range(0, n, BLOCK):
         j = s + tl.arange(0, BLOCK)
@@ -695,24 +828,17 @@ def top_p_draw_kernel(
         _, w = _top_p_weights(raw, t, j < n, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
         total += w.to(tl.float64)
     sel = tl.sum(total, axis=0)
-    row_sum = tl.zeros([READ_BLOCK], tl.float64)
-    row_fix = tl.zeros([READ_BLOCK], tl.int64)
-    row_best, row_col, row_nan, row_top = _gumbel_start(READ_BLOCK)
-    if beyond & whole:  # the whole row's weights and its best Gumbel score, in one read
-        held = _ahead(x_row, sx_col, V, 0, READ_BLOCK)
-        for r in range(0, V, READ_BLOCK):
-            c, ok, raw, kc, held = _read_step(
-                x_row, sx_col, V, r, held, KEY_BITS, INF_BITS, READ_BLOCK
-            )  # fmt: skip
-            score, w = _top_p_weights(raw, t, ok, mx, KEY_BITS, FP16, FROM_PROBS, PRECISE_LOG)
-            row_sum += w.to(tl.float64)
-            row_fix += _fixed(w, fix)
-            row_best, row_col, row_nan, row_top = _filtered_step(
-                score, c.to(tl.int64), key, c < V, row_best, row_col, row_nan, row_top, FROM_PROBS,
-                PRECISE_LOG,
-            )  # fmt: skip
-    row_pick, row_drawn = _gumbel_pick(row_best, row_col, row_nan)
-    cut = top_p * tl.where(beyond, tl.sum(row_sum, axis=0), sel)
+    if SP > 1:  # the row's parts, from the launches before (where it is whole)
+        sum_all, fix_all, row_pick, row_drawn, row_clean, before_all = _parts_of_row(
+            ws_ptr, row, SP
+        )  # fmt: skip
+    else:
+        before_all = tl.zeros([], tl.int64)
+        sum_all, fix_all, row_pick, row_drawn, row_clean, row_top = _read_parts(
+            x_row, sx_col, 0, V, key, t, mx, fix, beyond & whole, KEY_BITS, INF_BITS, FP16,
+            FROM_PROBS, PRECISE_LOG, READ_BLOCK,
+        )  # fmt: skip
+    cut = top_p * tl.where(beyond, sum_all, sel)
     every = top_p >= 1.0
     finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
     # the selection holds every rank that stays, or the row has no distribution
@@ -751,17 +877,21 @@ def top_p_draw_kernel(
         fine = row_drawn
         drawn = fine | ~fine
     elif whole:
-        cut_fix = tl.max(top_p, axis=0) * tl.sum(row_fix, axis=0).to(tl.float64)
-        b_col, fine, drawn = _draw_by_rounds(
-            x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn,
-            tl.max(row_nan, axis=0) == 0, KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG,
-            ROUNDS, READ_BLOCK,
-        )  # fmt: skip
+        cut_fix = tl.max(top_p, axis=0) * fix_all.to(tl.float64)
+        if (SP > 1) & row_clean & row_drawn & (before_all.to(tl.float64) < cut_fix):
+            b_col = row_pick  # the parts' first candidate stays
+            fine = row_drawn
+            drawn = fine | ~fine
+        else:
+            b_col, fine, drawn = _draw_by_rounds(
+                x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn, row_clean,
+                KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROUNDS, READ_BLOCK,
+            )  # fmt: skip
     if (inside == 0) & ~drawn:
         # the set: keys above tk, and the first n_at of key tk by column
         tk = tl.zeros([], tl.uint32)
         n_at = V + row * 0
-        set_fix = tl.sum(row_fix, axis=0)
+        set_fix = fix_all
         if kk < V:  # the kk-th key, then the weight of the set
             tk, above = _descend(
                 x_row, sx_col, V, kk.to(tl.float64), t, mx, fix, False, KEY_BITS,
