@@ -5,6 +5,11 @@ CUDA-graph replays), fp32 V = 129,280; draws checked equal across variants. Flas
 same operation beside them where it imports (its draws differ: another definition).
 
     python benchmarks/top_p_variants.py [--blocks 256,1024,2048] [--rows 1,256,4096] [--graph]
+        [--parts 0,4]
+
+``--parts``: each whole row's first read and check in this many parts at any batch (0:
+the dispatch's rule, ``triton_sampling._split_parts``). The last column is a checksum of
+the draws, to compare runs of other trees.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+import triton
 
 from deepselect import engine, triton_sampling
 
@@ -56,9 +62,12 @@ def main() -> None:
     ap.add_argument("--top-p", type=float, default=0.9)
     ap.add_argument("--k", type=int, default=0)
     ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays")
+    ap.add_argument("--parts", default="0", help="parts a whole row's first read (0: the rule)")
     args = ap.parse_args()
-    blocks = [int(b) for b in args.blocks.split(",")]
-    head = [f"READ_BLOCK {b} us" for b in blocks] + ["FlashInfer us"]
+    rule = triton_sampling._split_parts
+    variants = [(int(b), int(s)) for b in args.blocks.split(",") for s in args.parts.split(",")]
+    head = [f"READ_BLOCK {b} parts {s or 'rule'} us" for b, s in variants]
+    head += ["FlashInfer us", "draws (checksum)"]
     print(f"k = {args.k}, top_p = {args.top_p}, {'graph replays' if args.graph else 'eager'}")
     print("rows | " + " | ".join(head))
     for rows in (int(r) for r in args.rows.split(",")):
@@ -66,20 +75,35 @@ def main() -> None:
         x = torch.randn(rows, 129280, device="cuda", generator=g).softmax(dim=1)
         seeds = torch.arange(rows, device="cuda", dtype=torch.int64) * 7919
         out, ref = [], None
-        for b in blocks:
+        for b, parts in variants:
             triton_sampling.READ_BLOCK = b
+            triton_sampling._split_parts = _forced(parts, b, rule) if parts else rule
 
             def call(x=x, seeds=seeds):
                 return engine.top_k_top_p_sampling_from_probs(x, args.k, args.top_p, seeds=seeds)
 
             got = call()
             ref = got if ref is None else ref
-            assert torch.equal(got, ref), (rows, b)
+            assert torch.equal(got, ref), (rows, b, parts)
             out.append(time_us(call, graph=args.graph))
         cells = [f"{t:.1f}" for t in out]
         if flashinfer_sampling is not None:
             cells.append(f"{time_us(flashinfer_call(x, args.k, args.top_p), graph=args.graph):.1f}")
+        cells += [""] * (len(head) - 1 - len(cells))
+        cells.append(str(int((ref * torch.arange(1, rows + 1, device="cuda")).sum())))
         print(f"{rows} | " + " | ".join(cells + [""] * (len(head) - len(cells))), flush=True)
+
+
+def _forced(parts: int, block: int, rule):
+    """The split rule with ``parts`` parts a row wherever it splits at all."""
+
+    def split(rows, v, k, device):
+        if rule(1, v, k, device)[0] == 1:
+            return 1, v
+        length = triton.cdiv(triton.cdiv(v, parts), block) * block
+        return triton.cdiv(v, length), length
+
+    return split
 
 
 if __name__ == "__main__":
