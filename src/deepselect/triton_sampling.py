@@ -21,6 +21,7 @@ from . import launch_cache
 from .ops.triton.common import _inf_bits
 from .ops.triton.launch import _RAW, KeptRows, _fill_bits, _interpreting, _next_pow2
 from .ops.triton.sampling import (
+    PART_WORDS,
     gumbel_draw_kernel,
     keep_rows_kernel,
     kept_sums_kernel,
@@ -73,9 +74,8 @@ selection."""
 READ_BLOCK = 1024
 """Entries a step of :func:`top_p_draw`'s other reads of a row (its sum, the rounds,
 the draw): eight a thread of the program's 128, each step's loaded during the step
-before, so that a program has loads in flight. H100, top-p alone over flat fp32 rows of
-129,280: 253 us at one row and 4.69 ms at 4096 rows, against 302 us and 4.93 ms at 512
-(benchmarks/top_p_variants.py)."""
+before, so that a program has loads in flight (measured against 512:
+docs/notes/2026-12-06-top-p-past-the-selection.md)."""
 
 ROW_BLOCK = 256
 """Entries a step of :func:`top_p_draw`'s passes over a row: at least the program's
@@ -83,8 +83,9 @@ threads (``32 * NUM_WARPS``), as its shared-memory sums need."""
 
 SPLIT_MAX_ROWS = 64
 """Top-p draws of at most this many rows, where some may keep the whole row, read each
-row by several programs (:func:`_split_parts`) before the draw's launch: one program a
-row reads a flat row of 129,280 in ~250 us (H100), its loads one step ahead."""
+row by several programs (:func:`_split_parts`) before the draw's launch, where one
+program a row would leave most SMs idle (more rows gain nothing:
+docs/notes/2026-12-06-top-p-past-the-selection.md)."""
 
 SPLIT_PROGRAMS_PER_SM = 2
 """Programs of the split first read and check, per SM (each of 4 warps)."""
@@ -308,7 +309,7 @@ def top_p_draw(
     sp = _next_pow2(parts)  # (parts past the row's end hold none of it)
     ws = out
     if parts > 1:  # the first read and its check by rows x sp programs
-        ws = torch.empty((rows, sp, 6), dtype=torch.int64, device=x.device)
+        ws = launch_cache.scratch((rows, sp, PART_WORDS.value), torch.int64, x.device)
         for check in (False, True):
             _top_p_part[(rows, sp)](
                 *row_args, ws, v, m, fix, length, SP=sp, CHECK=check, num_warps=NUM_WARPS,
