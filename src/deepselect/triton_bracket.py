@@ -45,11 +45,9 @@ class BracketPlan:
 
 BRACKET = BracketPlan()
 """The launch the dispatch takes (``triton_short.BRACKET_KP``): 8 warps, a 16-byte vector a
-thread a block, each load a block ahead, a sample of 256 (H100, 4096 x 16K bf16, k =
-2048: 325 us against 351 at 512 and 443 at 64; docs/tuning.md), the selection's
-positions staged at their output slots and its indices and values written once after
-the loop (same shape: 288 us staged against 310 writing each selected element's index
-and value in the loop)."""
+thread a block, each load a block ahead, a sample of 256, the selection's positions
+staged at their output slots and its indices and values written once after the loop
+(the measured reasons for each: docs/tuning.md)."""
 
 
 def bracket_constants(
