@@ -2,9 +2,9 @@
 bracket of the k-th key, narrowing histograms over the row re-read, a write by running
 counts. Exact against the oracle on rows that break selections.
 
-Without a GPU it runs in Triton's interpreter with small programs (one warp, blocks of
-two vectors a thread) and small samples, so that rows of a few hundred elements take
-several blocks, brackets that miss, and narrowing reads."""
+Without a GPU it runs in Triton's interpreter with small programs (two warps, a vector a
+thread a step) and small samples, so that rows of a few hundred elements take several
+steps in runs of different lengths, brackets that miss, and narrowing reads."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from deepselect.options import Order
 from deepselect.triton_bracket import BracketPlan, bracket_constants, run_bracket
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-SMALL = BracketPlan(warps=1, vectors=2, sample=32)  # blocks of 512 (16-bit) / 256 (fp32)
+SMALL = BracketPlan(warps=2, vectors=1, sample=32)  # steps of 512 (16-bit) / 256 (fp32)
+FOUR = BracketPlan(warps=4, vectors=1, sample=32)  # runs that end inside or before a window
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
@@ -46,9 +47,11 @@ def check(x, k, plan=SMALL, values=True, **kw):
 def test_constants():
     kw = dict(largest=True, order="none", has_window=0, off_tensor=False, write_values=True)
     bf = bracket_constants(torch.bfloat16, 2048, BracketPlan(), **kw)
-    assert bf["BLOCK"] == 2048 and bf["LOG_NB"] == 8 and bf["KP"] == 2048 and bf["S"] == 256
-    fp = bracket_constants(torch.float32, 1000, BracketPlan(vectors=2), **kw)
-    assert fp["BLOCK"] == 2048 and fp["LOG_NB"] == 11 and fp["KP"] == 1024
+    # the dispatch's plan: 4 warps, each a step of a 16-byte vector a thread (256 keys)
+    assert bf["BLOCK"] == 1024 and bf["WARPS"] == 4 and bf["S"] == 256
+    assert bf["LOG_NB"] == 8 and bf["KP"] == 2048
+    fp = bracket_constants(torch.float32, 1000, BracketPlan(warps=8, vectors=2), **kw)
+    assert fp["BLOCK"] == 2048 and fp["WARPS"] == 8 and fp["LOG_NB"] == 8 and fp["KP"] == 1024
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,23 +96,24 @@ def test_a_sample_far_off_takes_every_key(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_outputs(dtype):
+@pytest.mark.parametrize("plan", [SMALL, FOUR], ids=["2warps", "4warps"])
+def test_outputs(dtype, plan):
     """Windows (a part, one shorter than k, an empty one, one starting off a vector),
     fills, per-row and scalar offsets, int64 indices, no values, by value and by index,
-    a strided input."""
+    a strided input; runs of two and four warps (some empty, some cut by the window)."""
     x = make("normal", 4, 900, dtype, DEV, seed=3)
     win = dict(
         begin=torch.tensor([0, 131, 600, 3], device=DEV),
         end=torch.tensor([900, 140, 600, 897], device=DEV),
     )
-    check(x, 60, **win, fill_index=-2, fill_value=0.25)
-    check(x, 60, **win, order=Order.VALUE, index_offset=torch.arange(4, device=DEV))
-    check(x, 60, **win, order=Order.INDEX, index_dtype=torch.int64, largest=False)
-    check(x, 60, values=False, index_offset=7, **win)
-    check(x, 60, **win, index_offset=torch.arange(4, device=DEV), fill_index=-3)
+    check(x, 60, plan, **win, fill_index=-2, fill_value=0.25)
+    check(x, 60, plan, **win, order=Order.VALUE, index_offset=torch.arange(4, device=DEV))
+    check(x, 60, plan, **win, order=Order.INDEX, index_dtype=torch.int64, largest=False)
+    check(x, 60, plan, values=False, index_offset=7, **win)
+    check(x, 60, plan, **win, index_offset=torch.arange(4, device=DEV), fill_index=-3)
     wide = make("normal", 4, 1800, dtype, DEV, seed=4)
-    check(wide[:, ::2], 100)
-    check(wide.t().contiguous().t()[:, :700], 100, order=Order.VALUE)
+    check(wide[:, ::2], 100, plan)
+    check(wide.t().contiguous().t()[:, :700], 100, plan, order=Order.VALUE)
 
 
 def test_page_map():
@@ -157,7 +161,8 @@ def test_gpu_full_size(rows, n, k, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "rows,n,dtype", [(512, 16384, torch.bfloat16), (4096, 8192, torch.float16)]
+    "rows,n,dtype",
+    [(512, 16384, torch.bfloat16), (4096, 8192, torch.float16), (512, 8192, torch.float32)],
 )
 def test_gpu_dispatch_takes_it(rows, n, dtype):
     """Where the dispatch routes a shape here (``triton_short.BRACKET_KP``), ``topk_rows``

@@ -288,6 +288,9 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("bracket crowded rows", B16, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
                                                (crowd, cfg.nmax, ts.BRACKET_KP)),
                  "path", (short, bracket)),
+        Boundary("bracket crowded rows", F32, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
+                                               (crowd, cfg.nmax, ts.BRACKET_KP)),
+                 "path", (short, bracket)),
     ]  # fmt: skip
 
 

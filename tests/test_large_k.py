@@ -101,10 +101,13 @@ def test_dispatch_routes_many_16_bit_rows_of_two_slices_at_large_k():
     assert path(4096, 4096, 2048) == "short nmax=4096 crowded"
     assert path(1024, 4096, 2048) == "short nmax=4096 crowded"
     assert path(395, 8192, 2048) == "short nmax=8192"
-    # the neighbours keep their plans: 32-bit keys, longer rows, k <= 512, few rows
-    # (the split or its radix passes)
+    # 32-bit keys: rows of one slice that crowd the SMs too, not wider rows
+    assert path(4096, 8192, 2048, torch.float32) == "bracket"
+    assert path(4096, 8192, 2048, torch.float32, order="value") == "short nmax=8192 crowded"
+    assert path(395, 8192, 2048, torch.float32) == "short nmax=8192"
+    # the neighbours keep their plans: longer 32-bit rows, longer rows, k <= 512, few
+    # rows (the split or its radix passes)
     assert path(512, 16384, 2048, torch.float32) == "stream"
-    assert path(4096, 8192, 2048, torch.float32) == "short nmax=8192 crowded"
     assert path(512, 2 * 16384, 2048) == "stream"
     assert path(512, WIDE_SHORT_SLICES * 8192 + 1, 2048) == "stream"
     assert path(4096, 16384, WIDE_SHORT_MIN_KP // 2) == "stream"

@@ -34,20 +34,21 @@ _bracket_kernel = launch_cache.cached(bracket_rows_kernel)
 class BracketPlan:
     """One launch of a program a row (the defaults: the dispatch's, :data:`BRACKET`).
 
-    warps: the program's warps; vectors: 16-byte vectors a thread reads per block (the
-    block: ``32 * warps * vectors`` vectors); sample: keys sampled for the bracket (a
-    power of two). The histogram has 256 bins for 16-bit keys, 2048 for 32-bit."""
+    warps: the program's warps, a run of the row each; vectors: 16-byte vectors a thread
+    reads a step (a step: ``32 * vectors`` vectors a warp); sample: keys sampled for the bracket (a
+    power of two). Each warp keeps a histogram of 256 bins (a narrowing read for each 8
+    bits the bracket spans)."""
 
-    warps: int = 8
+    warps: int = 4
     vectors: int = 1
     sample: int = 256
 
 
 BRACKET = BracketPlan()
-"""The launch the dispatch takes (``triton_short.BRACKET_KP``): 8 warps, a 16-byte vector a
-thread a block, each load a block ahead, a sample of 256, the selection's positions
-staged at their output slots and its indices and values written once after the loop
-(the measured reasons for each: docs/tuning.md)."""
+"""The launch the dispatch takes (``triton_short.BRACKET_KP``): 4 warps, each reading its
+own run of the row a 16-byte vector a thread at a time, each load a step ahead, a sample
+of 256, the selection's positions staged at their output slots and its indices and
+values written once after the loop (the measured reasons for each: docs/tuning.md)."""
 
 
 def bracket_constants(
@@ -73,10 +74,11 @@ def bracket_constants(
         WRITE_VALUES=write_values,
         BLOCK=32 * plan.warps * plan.vectors * per_vector,
         S=plan.sample,
-        LOG_NB=8 if bits == 16 else 11,
+        LOG_NB=8,
         KP=max(16, _next_pow2(k)),
         SMEM_HIST=smem_hist(),
         ASM=not _interpreting(),
+        WARPS=plan.warps,
     )
 
 
@@ -96,8 +98,9 @@ def bracket_signature(dtype: torch.dtype, idx64: bool) -> dict:
 
 def launch_options(plan: BracketPlan) -> dict:
     """The launch's options: warps, no software pipelining (its buffers would share the
-    bins' bytes), no register cap."""
-    return dict(num_warps=plan.warps, num_stages=1)
+    bins' bytes), registers up to 128 (without a bound, the ptxas of Triton 3.9 builds
+    4 warps at 72 registers with spills; that of 3.6 at 96 unbounded, 114 so)."""
+    return dict(num_warps=plan.warps, num_stages=1, maxnreg=128)
 
 
 @cache

@@ -108,7 +108,7 @@ PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, bea
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
-BRACKET_KP = 2048  # many 16-bit rows of 4K-16K at this kp: the bracket kernel
+BRACKET_KP = 2048  # many rows of 4K-8K (16-bit: to 16K) at this kp: the bracket kernel
 WIDE_SHORT_MIN_KP = 1024  # the smallest kp of a wide short row (k <= 512 stays streamed)
 WIDE_SHORT_SLICES = 2  # the longest wide short row, in ShortConfig.nmax
 """Many rows (more than the split takes) of 16-bit keys, ``cfg.nmax < N <=
@@ -259,10 +259,10 @@ def _plan(
         return None
     kp = max(16, _next_pow2(k))
     fused = not interpreting
-    # many rows of 16-bit keys, k a large share of the row, unsorted or by index: the
-    # bracket kernel (a program a row re-reading its row from L2), where a program held
-    # the whole row (short, crowded; wide short) or the stream took it
-    bracket = bits == 16 and kp == BRACKET_KP and not by_value
+    # many rows, k a large share of the row, unsorted or by index: the bracket kernel (a
+    # program a row re-reading its row from L2), where a program held the whole row
+    # (short, crowded: 16- and 32-bit keys; wide short: 16-bit) or the stream took it
+    bracket = kp == BRACKET_KP and not by_value
     if n <= cfg.nmax:
         nm = max(16, _next_pow2(n))
         crowded = rows >= CROWDED * sm_count

@@ -3,16 +3,19 @@ the row from memory once and from L2 after, selecting by counts, never by compac
 
 The streaming kernel's threshold rejects little where k is an eighth of the row (the
 indexer's k = 2048 over 16K), and holding a whole row in registers leaves one program
-per SM with nothing to hide its waits behind. Here a program holds one block of the row
-at a time (a 16-byte vector a thread), so that several run on each SM, and the row's
-later reads hit L2 (a row of up to some 64 KB, a few programs an SM, stays there).
+per SM with nothing to hide its waits behind. Here a program holds a 16-byte vector a
+thread at a time, so that several run on each SM, and the row's later reads hit L2 (a
+row of up to some 64 KB, a few programs an SM, stays there). Each warp reads its own run
+of the row (``W`` runs in index order) and keeps its own counts, so that its histogram
+adds and the write's running sums wait on no other warp: the runs meet only between
+reads, where each run's counts give its place in the output.
 
 1. **Bracket.** ``S`` keys read at evenly spaced positions of the row's window are
    sorted; the ones at the ranks ``m -/+ (3 sqrt(m) + 2)`` (``m = k S / n``, the rank the
    k-th key is expected at) give ``lo <= hi``, which bracket the k-th key unless the
    sample is that far off.
-2. **First read.** Each block counts its keys above ``hi`` (register sums) and adds the
-   keys in ``[lo, hi]`` to a histogram of ``NB`` bins, bin ``(key - lo) >> s`` (``s``
+2. **First read.** Each run counts its keys above ``hi`` (register sums) and adds the
+   keys in ``[lo, hi]`` to its histogram of ``NB`` bins, bin ``(key - lo) >> s`` (``s``
    the fewest bits that fit the bracket into the bins), by shared-memory atomics. The
    k-th key is in the bracket if the keys above ``hi`` are fewer than k and those at or
    above ``lo`` (the same count plus the bins') at least k; otherwise (a sample that
@@ -22,11 +25,14 @@ later reads hit L2 (a row of up to some 64 KB, a few programs an SM, stays there
    the keys above it are counted, and while the bin is wider than one key, another
    read takes the histogram of the keys inside it at ``s - log2(NB)`` bits. 16-bit keys
    of a normal row need none (the bracket spans fewer than 256 keys); 32-bit keys one
-   (``NB`` = 2048).
-4. **Write.** The pivot key ``P`` (the k-th largest) and the keys above it (``above``)
-   being known, a last read writes every key above ``P`` and the first ``k - above``
-   keys equal to it in index order, at slots counted by a running sum in index order:
-   the selection in index order, as the short rows' kernel writes it. The read stores
+   or two (``NB`` = 256 a run). The runs' histograms summed choose the bin; each
+   run's own give its keys above the new bracket.
+4. **Write.** The pivot key ``P`` (the k-th largest) and each run's keys above it and
+   equal to it being known, a last read writes every key above ``P`` and the first
+   ``k - above`` keys equal to it in index order, at slots counted by a running sum in
+   index order (within a run, a warp's own scan; across runs, the counts of the runs
+   before it): the selection in index order, as the short rows' kernel writes it. The
+   read stores
    only the selected positions at their slots; after it each slot is read back and
    written once as its index (offset or cache slot) and value (put best first where
    the order is by value).
@@ -57,19 +63,24 @@ def _load(x_row, stride_xc, pos, lo, hi):
 
 
 @triton.jit
-def _first(x_row, stride_xc, a, lo, hi, BLOCK: tl.constexpr):
-    """What a loop over the blocks from ``a`` starts with: block 0's raw bits (each
-    step loads the next block before it works on its own)."""
-    return _load(x_row, stride_xc, a + tl.arange(0, BLOCK), lo, hi)
+def _runs(a, hi, W: tl.constexpr, C: tl.constexpr):
+    """The row's window from ``a`` to ``hi`` as ``W`` runs of ``nstep`` steps of ``C``
+    elements, one run a warp in index order: each run's first position ``start``
+    (``[W]``) and the positions of every run's first step ``p0`` (``[W, C]``, a
+    warp a row: its reductions along the row are the warp's own, no barrier)."""
+    nstep = tl.cdiv(tl.cdiv(hi - a, C), W)
+    start = a + tl.arange(0, W) * (nstep * C)
+    return start[:, None] + tl.arange(0, C)[None, :], start, nstep
 
 
 @triton.jit
-def _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS: tl.constexpr, BLOCK: tl.constexpr):
-    """Block ``b`` of a loop from ``a``, its raw bits ``ahead`` (loaded a step before):
-    its positions, keys and which are in ``[lo, hi)``, and block ``b + 1``'s raw bits,
-    loaded now for the next step (a block past ``hi`` loads nothing)."""
-    pos = a + b * BLOCK + tl.arange(0, BLOCK)
-    nxt = _load(x_row, stride_xc, pos + BLOCK, lo, hi)
+def _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS: tl.constexpr, C: tl.constexpr):
+    """Step ``b`` of every run (first positions ``p0``), its raw bits ``ahead``
+    (loaded a step before; step 0's by ``_load(.., p0, ..)``): its positions, keys and
+    which are in ``[lo, hi)``, and step ``b + 1``'s raw bits, loaded now for the next
+    step (positions past ``hi`` load nothing)."""
+    pos = p0 + b * C
+    nxt = _load(x_row, stride_xc, pos + C, lo, hi)
     ok = (pos >= lo) & (pos < hi)
     key = _raw_key(ahead, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
     return pos, key, ok, nxt
@@ -130,85 +141,93 @@ def _shift(span, LOG_NB: tl.constexpr):
 
 
 @triton.jit
-def _bins(x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS: tl.constexpr,
-          BLOCK: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr):  # fmt: skip
-    """One read of the window ``[lo, hi)`` in ``nblk`` blocks from ``a``: the histogram
-    of its keys in ``[blo, bhi]``, bin ``(key - blo) >> s``, by shared-memory atomics
-    (``SMEM``; else in registers, as the interpreter runs it), and the count of keys
-    above ``bhi``. No other use of shared memory while the bins live:
-    no reduction inside the loop (the counts are per-lane sums)."""
+def _bins(x_row, stride_xc, p0, lo, hi, nstep, blo, bhi, s, KEYS: tl.constexpr,
+          C: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr):  # fmt: skip
+    """One read of the window ``[lo, hi)`` by runs (``p0``, ``nstep``: see ``_runs``):
+    each run's histogram (``[W, NB]``) of its keys in ``[blo, bhi]``, bin ``(key -
+    blo) >> s``, by shared-memory atomics (``SMEM``; else in registers, as the
+    interpreter runs it), and each run's count of keys above ``bhi`` (``[W]``). No
+    other use of shared memory while the bins live: no reduction inside the loop (the
+    counts are per-lane sums)."""
     NB: tl.constexpr = 1 << LOG_NB
-    h = tl.zeros([NB], tl.int32)
-    over = tl.zeros([BLOCK], tl.int32)
+    W: tl.constexpr = p0.shape[0]
+    at = (tl.arange(0, W) * NB)[:, None]  # each run's bins apart
+    h = tl.zeros([W * NB], tl.int32)
+    over = tl.zeros([W, C], tl.int32)
     if SMEM:
-        _smem_bins_zero(NB)
-    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK)
-    for b in range(nblk):
-        _, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK)
+        _smem_bins_zero(W * NB)
+    ahead = _load(x_row, stride_xc, p0, lo, hi)
+    for b in range(nstep):
+        _, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
         inb = ok & (key >= blo) & (key <= bhi)
-        bins = tl.where(inb, (key - blo) >> s, 0).to(tl.int32)
+        bins = tl.where(inb, at + ((key - blo) >> s).to(tl.int32), 0)
         if SMEM:
             _smem_bins_add(bins, inb)
         else:
-            h += tl.histogram(bins, NB, mask=inb)
+            h += tl.histogram(tl.reshape(bins, [W * C]), W * NB, mask=tl.reshape(inb, [W * C]))
         over += (ok & (key > bhi)).to(tl.int32)
     if SMEM:
-        h = _smem_bins_read(NB)
-    return h, tl.sum(over, axis=0)
+        h = _smem_bins_read(W * NB)
+    return tl.reshape(h, [W, NB]), tl.sum(over, axis=1)
 
 
 @triton.jit
-def _narrow(h, blo, bhi, s, above, kk, LOG_NB: tl.constexpr):
-    """The bin of ``h`` (over ``[blo, bhi]`` at ``s`` bits) where the count from the
-    top, ``above`` keys beyond ``bhi`` first, reaches ``kk``: its keys ``[blo', bhi']``
-    and the keys above it."""
+def _narrow(hw, blo, bhi, s, above_w, kk, LOG_NB: tl.constexpr):
+    """The bin of the runs' histograms ``hw`` (over ``[blo, bhi]`` at ``s`` bits)
+    where the count from the top, the ``above_w`` keys beyond ``bhi`` first, reaches
+    ``kk``: its keys ``[blo', bhi']``, and each run's keys above it and in it."""
     NB: tl.constexpr = 1 << LOG_NB
+    h = tl.sum(hw, axis=0)
     at_least = tl.sum(h, axis=0) - tl.cumsum(h, axis=0) + h  # keys in this bin or higher
-    reach = (above + at_least) >= kk
+    reach = (tl.sum(above_w, axis=0) + at_least) >= kk
     b = tl.maximum(tl.sum(reach.to(tl.int32), axis=0) - 1, 0)  # the last bin that reaches
-    above = above + tl.sum(tl.where(tl.arange(0, NB) == b + 1, at_least, 0), axis=0)
+    j = tl.arange(0, NB)[None, :]
+    above_w = above_w + tl.sum(tl.where(j > b, hw, 0), axis=1)
+    in_w = tl.sum(tl.where(j == b, hw, 0), axis=1)
     blo = blo + (b.to(tl.uint32) << s)
     width = (tl.full([], 1, tl.uint32) << s.to(tl.uint32)) - 1
     bhi = tl.minimum(blo + width, bhi)
-    return blo, bhi, above
+    return blo, bhi, above_w, in_w
 
 
 @triton.jit
-def _pivot(x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS: tl.constexpr,
-           BLOCK: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
+def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
+           C: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
            SMEM: tl.constexpr):  # fmt: skip
-    """Steps 1-3: the window's k-th largest key ``P`` and how many keys lie above it
-    (``nv > k`` valid keys)."""
+    """Steps 1-3: the window's k-th largest key ``P``, and each run's keys above it
+    and equal to it (``nv > k`` valid keys; runs as ``_runs`` gives them)."""
     KEY_BITS: tl.constexpr = 16 if KEYS[4] else 32
     kk = tl.minimum(k, nv)
     blo, bhi = _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS, S)
     s = _shift(bhi - blo, LOG_NB)
-    above = nv * 0
+    above_w = tl.zeros([p0.shape[0]], tl.int32)
+    at_w = above_w
     first = nv == nv
     done = nv != nv
     # one read a step, from a single place in the code, so that nothing of Triton's
     # own can fall between the bins' zero and their read however it lays out the loop
     while not done:
-        h, over = _bins(
-            x_row, stride_xc, a, lo, hi, nblk, blo, bhi, s, KEYS, BLOCK, LOG_NB, SMEM
+        hw, over_w = _bins(
+            x_row, stride_xc, p0, lo, hi, nstep, blo, bhi, s, KEYS, C, LOG_NB, SMEM
         )  # fmt: skip
-        above = tl.where(first, over, above)  # the first read counts the keys above it
-        miss = first & ((above >= kk) | (above + tl.sum(h, axis=0) < kk))
-        nlo, nhi, nabove = _narrow(h, blo, bhi, s, above, kk, LOG_NB)
+        above_w = tl.where(first, over_w, above_w)  # the first read counts the keys above
+        above = tl.sum(above_w, axis=0)
+        miss = first & ((above >= kk) | (above + tl.sum(tl.sum(hw, axis=1), axis=0) < kk))
+        nlo, nhi, nabove_w, at_w = _narrow(hw, blo, bhi, s, above_w, kk, LOG_NB)
         # the sample that far off: every key, read again; else the bin that holds the
         # k-th key, read again at fewer bits while it spans more than one key
         blo = tl.where(miss, 0, nlo).to(tl.uint32)
         bhi = tl.where(miss, KEYS[0], nhi).to(tl.uint32)
-        above = tl.where(miss, 0, nabove)
+        above_w = tl.where(miss, 0, nabove_w)
         done = (not miss) & (s == 0)
         s = tl.where(miss, KEY_BITS - LOG_NB, tl.maximum(s - LOG_NB, 0))
         first = nv != nv
-    return blo, above
+    return blo, above_w, at_w
 
 
 BRACKET_GROUPS = dict(
     **{g: SHORT_GROUPS[g] for g in ("xin", "win", "out", "off", "fills", "page", "KEYS", "FORM")},
-    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "ASM"),
+    SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "ASM", "WARPS"),
     PAGE=SHORT_GROUPS["PAGE"],
 )  # fmt: skip
 """How :func:`bracket_rows_kernel` bundles its arguments (see ``launch.bundle``): the
@@ -231,11 +250,14 @@ def bracket_rows_kernel(
     offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
     fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
     ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
-    S, LOG_NB, KP, SMEM_HIST, ASM)``: the block read at once (a multiple of the
-    program's threads), the sample, the histogram's bins (log2), a power of two >= k,
-    shared-memory histograms, the positions' stores by inline PTX (GPU builds). Each
-    block's load is issued a step ahead; the write stages the selection's positions at
-    their slots in the loop and writes indices and values after it, once an output."""
+    S, LOG_NB, KP, SMEM_HIST, ASM, WARPS)``: the elements read at once (a multiple of
+    the program's threads), the sample, the histogram's bins (log2), a power of two >=
+    k, shared-memory histograms, the positions' stores by inline PTX (GPU builds), the
+    program's warps. Each warp reads its own run of the row (a ``BLOCK / WARPS`` step
+    at a time, each load issued a step ahead) and keeps its own histogram, so that
+    its counts and running sums need no barrier; the write stages the selection's
+    positions at their slots in the loop and writes indices and values after it, once
+    an output."""
     x_ptr, stride_xr, stride_xc, N = xin
     begin_ptr, end_ptr = win
     ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
@@ -251,6 +273,8 @@ def bracket_rows_kernel(
     KP: tl.constexpr = SEL[3]
     SMEM: tl.constexpr = SEL[4]
     ASM: tl.constexpr = SEL[5]
+    W: tl.constexpr = SEL[6]
+    C: tl.constexpr = BLOCK // W
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
     row = tl.program_id(0)
     row64 = row.to(tl.int64)
@@ -258,13 +282,15 @@ def bracket_rows_kernel(
     lo, hi = _window(begin_ptr, end_ptr, row, N, HAS_WINDOW)
     nv = hi - lo
     kk = tl.minimum(k, nv)
-    a = (lo // V) * V  # blocks start at a vector's first element
-    nblk = tl.cdiv(hi - a, BLOCK)
+    a = (lo // V) * V  # runs start at a vector's first element
+    p0, start, nstep = _runs(a, hi, W, C)
+    # a window of at most k keys: every valid key, each run's share of them
+    gt_w = tl.maximum(tl.minimum(hi, start + nstep * C) - tl.maximum(lo, start), 0)
+    eq_w = gt_w * 0
     pk = tl.zeros([], tl.uint32)
-    above = nv * 0
     if nv > k:
-        pk, above = _pivot(
-            x_row, stride_xc, a, lo, hi, nblk, nv, k, KEYS, BLOCK, S, LOG_NB, SMEM
+        pk, gt_w, eq_w = _pivot(
+            x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS, C, S, LOG_NB, SMEM
         )  # fmt: skip
     # 4. the write: every key above P, then the first kk - above keys at P, index order;
     # positions staged at their slots in the loop, indices and values once an output after
@@ -272,23 +298,23 @@ def bracket_rows_kernel(
     oi_row = oi_ptr + row64 * stride_oir
     ov_row = ov_ptr + row64 * stride_ovr
     orow = (oi_row, stride_oic, ov_row, stride_ovc)
-    r = kk - above
-    n_gt = nv * 0
-    n_eq = nv * 0
-    ahead = _first(x_row, stride_xc, a, lo, hi, BLOCK)
-    for b in range(nblk):
-        pos, key, ok, ahead = _step(x_row, stride_xc, a, b, ahead, lo, hi, KEYS, BLOCK)
+    r = kk - tl.sum(gt_w, axis=0)
+    n_gt = tl.cumsum(gt_w, axis=0) - gt_w  # the keys of the runs before each, in order
+    n_eq = tl.cumsum(eq_w, axis=0) - eq_w
+    ahead = _load(x_row, stride_xc, p0, lo, hi)
+    for b in range(nstep):
+        pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
         gt = tl.where(nv <= k, ok, ok & (key > pk))  # every valid key in a short window
         eq = tl.where(nv <= k, False, ok & (key == pk))
         flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
-        run = tl.cumsum(flags, axis=0)  # < 65536 of each in a block
-        c_eq = n_eq + (run & 0xFFFF)
-        slot = n_gt + (run >> 16) + tl.minimum(c_eq, r) - 1
+        run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
+        c_eq = n_eq[:, None] + (run & 0xFFFF)
+        slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
         # (slot < kk holds for every selected key: a guard, never a write past the row)
         sel = (gt | (eq & (c_eq <= r))) & (slot < kk)
         oi_at = oi_row + slot.to(tl.int64) * stride_oic
         _scatter(oi_at, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
-        tot = tl.sum(flags, axis=0)
+        tot = tl.sum(flags, axis=1)
         n_gt += tot >> 16
         n_eq += tot & 0xFFFF
     tl.debug_barrier()  # every staged position before the read-back
