@@ -288,8 +288,8 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("bracket crowded rows", B16, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
                                                (crowd, cfg.nmax, ts.BRACKET_KP)),
                  "path", (short, bracket)),
-        Boundary("bracket crowded rows", F32, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
-                                               (crowd, cfg.nmax, ts.BRACKET_KP)),
+        Boundary("bracket crowded fp32 rows", F32, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
+                                                    (crowd, cfg.nmax, ts.BRACKET_KP)),
                  "path", (short, bracket)),
     ]  # fmt: skip
 
@@ -341,7 +341,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 17
+    assert len({b.name for b in seen}) == len(seen) == 18
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)
