@@ -38,16 +38,16 @@ QUICK = [c for c in GPU if c[0] == 4096 and c[4] in ("normal", "ascending")]
 QUICK += [c for c in GPU if c[:2] == (512, 16384)]
 CPU = [(3, 3000, BF, 300, "normal"), (2, 2000, FP, 250, "distinct32")]
 PLANS = {
-    "BRACKET": BRACKET,  # the dispatch's plan, launched directly
-    "b8v2": BracketPlan(vectors=2),
-    "b4": BracketPlan(warps=4),
-    "b16": BracketPlan(warps=16),
+    "BRACKET": BRACKET,  # the dispatch's plan (4 warps), launched directly
+    "b4v2": BracketPlan(vectors=2),
+    "b8": BracketPlan(warps=8),
+    "b2": BracketPlan(warps=2),
     "s512": BracketPlan(sample=512),
     "s128": BracketPlan(sample=128),
     "s64": BracketPlan(sample=64),
 }
 QUICK_PLANS = ("BRACKET",)
-CPU_PLANS = {"b1": BracketPlan(warps=1, vectors=2, sample=32)}
+CPU_PLANS = {"tiny": BracketPlan(warps=2, vectors=1, sample=32)}
 
 
 def main(argv: list[str] | None = None) -> int:
