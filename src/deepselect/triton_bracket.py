@@ -35,9 +35,9 @@ class BracketPlan:
     """One launch of a program a row (the defaults: the dispatch's, :data:`BRACKET`).
 
     warps: the program's warps, a run of the row each; vectors: 16-byte vectors a thread
-    reads a step (a step: ``32 * vectors`` vectors a warp); sample: keys sampled for the bracket (a
-    power of two). Each warp keeps a histogram of 256 bins (a narrowing read for each 8
-    bits the bracket spans)."""
+    reads a step (a step: ``32 * vectors`` vectors a warp); sample: keys sampled for the
+    bracket (a power of two). Each warp keeps a histogram of 256 bins (a narrowing read
+    for each 8 bits the bracket spans)."""
 
     warps: int = 4
     vectors: int = 1
@@ -99,7 +99,7 @@ def bracket_signature(dtype: torch.dtype, idx64: bool) -> dict:
 def launch_options(plan: BracketPlan) -> dict:
     """The launch's options: warps, no software pipelining (its buffers would share the
     bins' bytes), registers up to 128 (without a bound, the ptxas of Triton 3.9 builds
-    4 warps at 72 registers with spills; that of 3.6 at 96 unbounded, 114 so)."""
+    4 warps at 72 registers with spills)."""
     return dict(num_warps=plan.warps, num_stages=1, maxnreg=128)
 
 
