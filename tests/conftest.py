@@ -34,10 +34,14 @@ def _interpret_without_nested_repatching() -> None:
         return
     patch, launch = ti._patch_lang, ti.GridExecutor.__call__
     state = {"launch": False, "patched": frozenset()}
+    seen: dict = {}  # a function's answer, found once (its module's globals are set)
 
     def langs(fn) -> frozenset:
-        mods = (v for v in fn.__globals__.values() if inspect.ismodule(v))
-        return frozenset(id(v) for v in mods if v in (tl, tl.core))
+        mine = seen.get(fn)
+        if mine is None:
+            mods = (v for v in fn.__globals__.values() if inspect.ismodule(v))
+            mine = seen[fn] = frozenset(id(v) for v in mods if v in (tl, tl.core))
+        return mine
 
     def patch_once(fn):
         mine = langs(fn)
