@@ -64,8 +64,60 @@ def _interpret_without_nested_repatching() -> None:
     ti.GridExecutor.__call__ = launch_scoped
 
 
+def _interpret_with_type_lookups_kept() -> None:
+    """Lookups Triton's interpreter (3.9) repeats on every operation, kept once per
+    type: the numpy dtype of a Triton type (``_get_np_dtype`` builds a table of 19
+    types each call) and block types (the builder's ``get_block_ty`` and
+    ``block_type.with_element_ty`` construct one, validating its shape, each call).
+    All are pure functions of immutable types: about a third of an interpreted
+    sampling kernel's time. Where the interpreter differs (another
+    Triton), nothing is changed; ``DEEPSELECT_INTERPRETER_PATCH=0`` turns it off."""
+    if os.environ.get("DEEPSELECT_INTERPRETER_PATCH", "1") != "1":
+        return
+    from triton.runtime import interpreter as ti
+
+    builder = getattr(ti, "InterpreterBuilder", None)
+    if not callable(getattr(ti, "_get_np_dtype", None)) or builder is None:
+        return
+    if not callable(getattr(builder, "get_block_ty", None)):
+        return
+    import triton.language as tl
+
+    np_dtype, block_ty = ti._get_np_dtype, builder.get_block_ty
+    with_element_ty = getattr(tl.block_type, "with_element_ty", None)
+    np_dtypes: dict = {}
+    block_tys: dict = {}
+
+    def kept(found: dict, key, make):
+        try:
+            return found[key]
+        except KeyError:
+            value = found[key] = make()
+            return value
+        except TypeError:  # an unhashable type: as before
+            return make()
+
+    def get_np_dtype(tt_dtype):
+        # a block's numpy dtype is its element's (a pointer's: uint64 either way)
+        key = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
+        return kept(np_dtypes, key, lambda: np_dtype(tt_dtype))
+
+    def get_block_ty(self, dtype, shape):
+        return kept(block_tys, (dtype, tuple(shape)), lambda: block_ty(self, dtype, shape))
+
+    def kept_with_element_ty(self, scalar_ty):
+        key = (scalar_ty, tuple(self.shape))
+        return kept(block_tys, key, lambda: with_element_ty(self, scalar_ty))
+
+    ti._get_np_dtype = get_np_dtype
+    builder.get_block_ty = get_block_ty
+    if callable(with_element_ty):
+        tl.block_type.with_element_ty = kept_with_element_ty
+
+
 if os.environ.get("TRITON_INTERPRET") == "1":
     _interpret_without_nested_repatching()
+    _interpret_with_type_lookups_kept()
 
 
 def pytest_collection_modifyitems(config, items):
