@@ -4,6 +4,7 @@ Without a CUDA device the Triton kernels run in Triton's interpreter, which must
 switched on before any kernel module is imported.
 """
 
+import functools
 import os
 
 import pytest
@@ -23,8 +24,6 @@ def _interpret_without_nested_repatching() -> None:
     launch still patches and restores as before. Where the interpreter's internals
     differ (another Triton), nothing is changed; ``DEEPSELECT_INTERPRETER_PATCH=0``
     turns it off."""
-    if os.environ.get("DEEPSELECT_INTERPRETER_PATCH", "1") != "1":
-        return
     import inspect
 
     import triton.language as tl
@@ -34,14 +33,11 @@ def _interpret_without_nested_repatching() -> None:
         return
     patch, launch = ti._patch_lang, ti.GridExecutor.__call__
     state = {"launch": False, "patched": frozenset()}
-    seen: dict = {}  # a function's answer, found once (its module's globals are set)
 
+    @functools.cache  # a function's answer, found once (its module's globals are set)
     def langs(fn) -> frozenset:
-        mine = seen.get(fn)
-        if mine is None:
-            mods = (v for v in fn.__globals__.values() if inspect.ismodule(v))
-            mine = seen[fn] = frozenset(id(v) for v in mods if v in (tl, tl.core))
-        return mine
+        mods = (v for v in fn.__globals__.values() if inspect.ismodule(v))
+        return frozenset(id(v) for v in mods if v in (tl, tl.core))
 
     def patch_once(fn):
         mine = langs(fn)
@@ -72,8 +68,6 @@ def _interpret_with_type_lookups_kept() -> None:
     All are pure functions of immutable types: about a third of an interpreted
     sampling kernel's time. Where the interpreter differs (another
     Triton), nothing is changed; ``DEEPSELECT_INTERPRETER_PATCH=0`` turns it off."""
-    if os.environ.get("DEEPSELECT_INTERPRETER_PATCH", "1") != "1":
-        return
     from triton.runtime import interpreter as ti
 
     builder = getattr(ti, "InterpreterBuilder", None)
@@ -115,7 +109,10 @@ def _interpret_with_type_lookups_kept() -> None:
         tl.block_type.with_element_ty = kept_with_element_ty
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
+if (
+    os.environ.get("TRITON_INTERPRET") == "1"
+    and os.environ.get("DEEPSELECT_INTERPRETER_PATCH", "1") == "1"
+):
     _interpret_without_nested_repatching()
     _interpret_with_type_lookups_kept()
 
