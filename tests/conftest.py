@@ -109,12 +109,62 @@ def _interpret_with_type_lookups_kept() -> None:
         tl.block_type.with_element_ty = kept_with_element_ty
 
 
+def _interpret_without_dead_overflow_checks() -> None:
+    """Triton's interpreter (3.6-3.9) builds an overflow check around every int32 add,
+    sub and mul (two casts, the op in int64, three compares: ~8 more operations), whose
+    only use is a ``device_assert`` that does nothing unless the launch is in debug
+    mode. Skip the check where the interpreter's options say debug is off: the results
+    are the same operations' results. About a third of an interpreted draw test's time
+    (the seeded hash is int32 multiplies). Only the interpreter's builder is affected;
+    where Triton's semantic layer differs, nothing is changed."""
+    from triton.language import semantic
+    from triton.runtime import interpreter as ti
+
+    cls = getattr(semantic, "TritonSemantic", None)
+    check = getattr(cls, "binary_op_sanitize_overflow_impl", None)
+    builder = getattr(ti, "InterpreterBuilder", None)
+    if not callable(check) or not callable(getattr(cls, "device_assert", None)) or builder is None:
+        return
+
+    def check_if_asserted(self, lhs, rhs, binary_op):
+        if isinstance(self.builder, builder) and not getattr(self.builder.options, "debug", True):
+            return None
+        return check(self, lhs, rhs, binary_op)
+
+    cls.binary_op_sanitize_overflow_impl = check_if_asserted
+
+
+def _log_compiles(path: str) -> None:
+    """Each Triton compile or cache lookup appended to ``path`` as a line: process,
+    kernel, hash, cache hit (0/1), seconds (``scripts/gpu_test_pieces.py compiles``
+    sums them). Where Triton has no compilation listener (before 3.4), nothing."""
+    import time
+
+    import triton
+
+    compilation = getattr(getattr(triton, "knobs", None), "compilation", None)
+    if compilation is None or not hasattr(compilation, "listener"):
+        return
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        spent = times.ir_initialization + times.total_lowering + times.store_results
+        line = (
+            f"{os.getpid()}\t{getattr(src, 'name', '?')}\t{metadata.get('hash', '?')}\t"
+            f"{int(cache_hit)}\t{spent / 1e6:.3f}\t{time.time():.1f}\n"
+        )
+        with open(path, "a") as f:  # one short write a line: whole lines between processes
+            f.write(line)
+
+    compilation.listener = listener
+
+
 if (
     os.environ.get("TRITON_INTERPRET") == "1"
     and os.environ.get("DEEPSELECT_INTERPRETER_PATCH", "1") == "1"
 ):
     _interpret_without_nested_repatching()
     _interpret_with_type_lookups_kept()
+    _interpret_without_dead_overflow_checks()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -124,3 +174,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+if os.environ.get("DEEPSELECT_COMPILE_LOG"):
+    _log_compiles(os.environ["DEEPSELECT_COMPILE_LOG"])
