@@ -13,7 +13,8 @@
 #   OUT            logs (default ./out): gpu.txt, collect.txt, piece_<j>.{ids,log,rc},
 #                  worker_<w>.{ids,pieces}, pytest.txt, unfinished.ids (the tests of
 #                  pieces the time ran out on: pass the file back as the argument),
-#                  test_costs.txt, bench.txt, bench.csv
+#                  test_costs.txt, compiles.tsv (each Triton compile) and compiles.txt
+#                  (where the compiling time went), bench.txt, bench.csv
 #   WORKERS        parallel pytest processes (default 3/4 of the cores, at least 1);
 #                  OMP_NUM_THREADS / NUMBA_NUM_THREADS default to cores / WORKERS
 #   TESTS_TIMEOUT  seconds for all the tests together (default 240)
@@ -90,6 +91,10 @@ if [ "${TESTS_DRY:-0}" = 1 ]; then
   exit 0
 fi
 
+rm -f "$OUT/compiles.tsv"
+log=$OUT/compiles.tsv
+[[ $OUT == /* ]] || log=$PWD/$log # the workers' conftest appends each compile to it
+export DEEPSELECT_COMPILE_LOG=$log
 deadline=$(($(date +%s) + TIMEOUT))
 worker() { # worker <w>: take the next unclaimed piece (mkdir claims it once) until none is left
   local w=$1 pc j left
@@ -120,6 +125,8 @@ for ((w = 0; w < P && ${#pieces[@]} > 0; w++)); do
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 [ ${#pieces[@]} -gt 0 ] && python3 scripts/gpu_test_pieces.py costs "$OUT" >"$OUT/test_costs.txt"
+unset DEEPSELECT_COMPILE_LOG
+python3 scripts/gpu_test_pieces.py compiles "$OUT" >"$OUT/compiles.txt"
 
 count() { # count <word> <line>: the number before "<word>" in pytest's summary line
   local n
@@ -176,6 +183,8 @@ if [ "${BENCH:-1}" = 1 ]; then
   [ "$bench_rc" = 124 ] &&
     echo "deepselect bench: stopped after ${BENCH_TIMEOUT:-120} s" >>"$OUT/bench.txt"
 fi
+echo "==== Triton compiles ($OUT/compiles.txt)"
+head -n 12 "$OUT/compiles.txt"
 echo "==== GPU tests ($OUT/pytest.txt)"
 cat "$OUT/pytest.txt"
 if [ "${BENCH:-1}" = 1 ]; then
@@ -185,7 +194,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 if [ "${PACK:-0}" = 1 ]; then  # few files in $OUT: the pieces' files in one archive
   ( cd "$OUT" && tar czf pieces.tar.gz --ignore-failed-read collect.txt bench.log \
-      piece_* worker_* 2>/dev/null
-    rm -rf collect.txt bench.log piece_* worker_* claim_* )
+      compiles.tsv piece_* worker_* 2>/dev/null
+    rm -rf collect.txt bench.log compiles.tsv piece_* worker_* claim_* )
 fi
 [ "$tests_ok" = 0 ] && [ "$bench_rc" = 0 ]

@@ -2,6 +2,7 @@
 
     python3 scripts/gpu_test_pieces.py split OUT P [COSTS] < ids
     python3 scripts/gpu_test_pieces.py costs OUT > costs.txt
+    python3 scripts/gpu_test_pieces.py compiles OUT > compiles.txt
 
 ``split``: each test function's parametrisations stay together (they share kernel
 specialisations, and compiling them is most of the GPU suite's time), cut into
@@ -16,6 +17,13 @@ must not start last again).
 ``costs``: from a run's OUT/piece_<j>.ids, .log and .rc, each function's seconds
 per test (pieces that ran to the end only, one function per piece), for the next
 run's COSTS.
+
+``compiles``: from OUT/compiles.tsv (one line a Triton compile: process, kernel,
+hash, cache hit, seconds, as the tests' conftest writes it where
+``DEEPSELECT_COMPILE_LOG`` names the file), where the compiling time went: in all,
+on distinct specialisations, on specialisations compiled by more than one process
+(the workers share one cache, but two that miss it at once both compile), and by
+kernel, largest first.
 """
 
 from __future__ import annotations
@@ -80,6 +88,34 @@ def costs_of_run(out: Path) -> dict[str, float]:
     return {f: seconds / n for f, (seconds, n) in spent.items()}
 
 
+def compiles_of_run(out: Path) -> list[str]:
+    log = out / "compiles.tsv"
+    rows = []
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            f = line.split("\t")
+            if len(f) >= 5 and f[3] == "0":  # misses only: a hit costs no compile
+                rows.append((f[0], f[1], f[2], float(f[4])))
+    total = sum(r[3] for r in rows)
+    first: dict[str, float] = {}
+    by_kernel: dict[str, list] = {}
+    for _, name, key, sec in rows:
+        first.setdefault(key, sec)
+        k = by_kernel.setdefault(name, [0, set(), 0.0])
+        k[0] += 1
+        k[1].add(key)
+        k[2] += sec
+    repeated = total - sum(first.values())
+    lines = [
+        f"compiles: {len(rows)} ({len(first)} distinct) in {total:.0f} s;"
+        f" {repeated:.0f} s on specialisations another process also compiled",
+        f"{'seconds':>8} {'compiles':>8} {'distinct':>8}  kernel",
+    ]
+    for name, (n, keys, sec) in sorted(by_kernel.items(), key=lambda kv: -kv[1][2]):
+        lines.append(f"{sec:8.0f} {n:8d} {len(keys):8d}  {name}")
+    return lines
+
+
 def main() -> None:
     what, out = sys.argv[1], Path(sys.argv[2])
     if what == "split":
@@ -89,8 +125,10 @@ def main() -> None:
         print("# seconds per test of each GPU test function (scripts/gpu_test_pieces.py costs)")
         for f, c in sorted(costs_of_run(out).items(), key=lambda fc: -fc[1]):
             print(f"{f} {c:.2f}")
+    elif what == "compiles":
+        print("\n".join(compiles_of_run(out)))
     else:
-        sys.exit(f"unknown command {what!r}: split or costs")
+        sys.exit(f"unknown command {what!r}: split, costs or compiles")
 
 
 if __name__ == "__main__":

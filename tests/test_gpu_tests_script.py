@@ -154,6 +154,31 @@ def test_costs_of_a_run(tmp_path):
     assert rows == [["a.py::f", "4.00"]]
 
 
+def test_compiles_of_a_run(tmp_path):
+    """``compiles`` sums the compile log's misses (a cache hit costs nothing), counts
+    each hash once for the distinct total, and the seconds of a hash that a second
+    process compiled again as repeated; by kernel, largest first."""
+    log = [
+        ("1", "a_kernel", "h1", "0", "10.0"),
+        ("2", "a_kernel", "h1", "0", "12.0"),  # the same specialisation again
+        ("1", "a_kernel", "h2", "0", "5.0"),
+        ("1", "b_kernel", "h3", "0", "30.0"),
+        ("3", "b_kernel", "h3", "1", "0.1"),  # a hit
+    ]
+    (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\t0\n" for r in log))
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "compiles", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == (
+        "compiles: 4 (3 distinct) in 57 s; 12 s on specialisations another process also compiled"
+    )
+    by_kernel = [ln.split() for ln in lines[2:]]
+    assert by_kernel == [["30", "1", "1", "b_kernel"], ["27", "3", "2", "a_kernel"]]
+
+
 def test_the_script_runs_no_deleted_program():
     text = (ROOT / "scripts" / "gpu_run.sh").read_text()
     for name in ("kernel_table", "short_table", "read_ceiling", "gpu_tests.sh"):
@@ -161,12 +186,15 @@ def test_the_script_runs_no_deleted_program():
 
 
 def test_pack_leaves_a_handful_of_files(tmp_path, monkeypatch):
-    """PACK=1: the pieces' and workers' files go into one archive; the tally, the
-    costs and the unfinished ids stay beside it."""
+    """PACK=1: the pieces' and workers' files and the compile log go into one archive;
+    the tally, the costs, the compiles' summary and the unfinished ids stay beside it."""
     monkeypatch.setenv("PACK", "1")
     run_script(tmp_path, 1, dry=False, k="key_range")
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["gpu.txt", "pieces.tar.gz", "pytest.txt", "test_costs.txt", "unfinished.ids"]
+    assert names == [
+        "compiles.txt", "gpu.txt", "pieces.tar.gz", "pytest.txt", "test_costs.txt",
+        "unfinished.ids",
+    ]  # fmt: skip
     with tarfile.open(tmp_path / "pieces.tar.gz") as tar:
         packed = tar.getnames()
     assert "collect.txt" in packed and any(n.startswith("piece_") for n in packed)
