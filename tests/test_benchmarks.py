@@ -116,3 +116,12 @@ def test_large_k_passes_tiles_on_cpu(program, capsys):
     assert rc == 0, out
     assert out[0].startswith("rows | n") and len(out) == 2
     assert out[1].split(" | ")[3] == "stream" and out[1].endswith("exact"), out
+
+
+def test_launch_breakdown_on_cpu(program, capsys):
+    """Without a GPU the op runs once a shape (and names it); times need a device."""
+    module = program("launch_breakdown")
+    module.main(["--op", "top_k_top_p_sampling_from_logits", "--rows", "2", "--k", "5",
+                 "--per-row"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "top_k_top_p_sampling_from_logits rows=2 V=600 k=5 per-row: ran once" in out
