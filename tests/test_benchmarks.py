@@ -125,3 +125,11 @@ def test_launch_breakdown_on_cpu(program, capsys):
                  "--per-row"])  # fmt: skip
     out = capsys.readouterr().out
     assert "top_k_top_p_sampling_from_logits rows=2 V=600 k=5 per-row: ran once" in out
+
+
+def test_selection_skip_probe_on_cpu(program, capsys):
+    """Without a GPU each call runs once (its shape printed); times need a device."""
+    program("selection_skip_probe").main(["--rows", "2", "--m", "16"])
+    out = capsys.readouterr().out
+    for name in ("whole", "window", "empty"):
+        assert f"rows=2 {name}: (2, 16) (no CUDA device: not timed)" in out, out
