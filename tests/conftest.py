@@ -152,8 +152,11 @@ def _log_compiles(path: str) -> None:
             f"{os.getpid()}\t{getattr(src, 'name', '?')}\t{metadata.get('hash', '?')}\t"
             f"{int(cache_hit)}\t{spent / 1e6:.3f}\t{time.time():.1f}\n"
         )
-        with open(path, "a") as f:  # one short write a line: whole lines between processes
-            f.write(line)
+        try:  # one short write a line: whole lines between processes
+            with open(path, "a") as f:
+                f.write(line)
+        except OSError:  # a log that cannot be written must not fail a compile
+            pass
 
     compilation.listener = listener
 
