@@ -3,9 +3,9 @@
 For each op and shape: every kernel the op launches, its mean device time per call and
 launches per call, and their sum, over ``--calls`` eager calls after three warm-up
 calls (inputs in L2 after the first: a breakdown, not a timing; ``deepselect bench
---scenario sampling-ops`` times the ops). Inputs as that scenario's: fp32 normal
-logits (their softmax for the ``_from_probs`` ops), per-row k drawn in ``[k/2, k]``,
-seeded draws, top_p 0.9.
+--scenario sampling-ops`` times the ops). The inputs and calls are that scenario's
+own: fp32 normal logits (their softmax for the ``_from_probs`` ops), per-row k drawn
+in ``[k/2, k]``, seeded draws, top_p 0.9.
 
     python benchmarks/launch_breakdown.py --op top_k_top_p_sampling_from_logits \\
         --rows 1,256 --k 50,512 [--per-row]
@@ -22,22 +22,8 @@ import functools
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from deepselect import engine
 from deepselect.bench import parse_size
-from deepselect.bench.sampling_ops import OPS, TOP_P
-
-
-def call(op: str, x: torch.Tensor, k, k_max, seeds: torch.Tensor):
-    """One call of ``op`` as ``deepselect bench --scenario sampling-ops`` makes it."""
-    fn = getattr(engine, op.replace("top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"))
-    kw = {} if k_max is None else {"k_max": k_max}
-    if "sampling" in op:
-        kw["seeds"] = seeds
-    if op == "top_p_sampling_from_probs":
-        return fn(x, 0, TOP_P, **kw)
-    if "top_p" in op:
-        return fn(x, k, TOP_P, **kw)
-    return fn(x, k, **kw)
+from deepselect.bench.sampling_ops import OPS, TOP_P_ONLY, _inputs, _ours
 
 
 def breakdown(fn, calls: int) -> list[tuple[str, float, float]]:
@@ -71,30 +57,24 @@ def main(argv: list[str] | None = None) -> None:
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     vocab = a.vocab if cuda else min(a.vocab, 600)
-    g = torch.Generator(device=device).manual_seed(1)
     for rows in map(int, a.rows.split(",")):
-        x = torch.randn(rows, vocab, device=device, generator=g)
-        if "probs" in a.op:
-            x = torch.softmax(x, dim=1)
-        seeds = torch.arange(rows, dtype=torch.int64, device=device)
         for k in map(int, a.k.split(",")):
             k = min(k, vocab - 1)
-            kt, k_max = k, None
-            if a.per_row:
-                kt = torch.randint(max(1, k // 2), k + 1, (rows,), device=device, generator=g)
-                k_max = k
+            # the scenario's inputs and call (its first input copy)
+            xs, kw, _ = _inputs(a.op, rows, vocab, k, a.per_row, device, seed=1)
+            fn = _ours(a.op, kw, rows, device)
+            call = functools.partial(fn, xs[0])
             title = f"{a.op} rows={rows} V={vocab} k={k}{' per-row' if a.per_row else ''}"
-            fn = functools.partial(call, a.op, x, kt, k_max, seeds)
             if not cuda:
-                fn()
+                call()
                 print(f"== {title}: ran once (no CUDA device: no launch times)")
                 continue
-            rows_ = breakdown(fn, a.calls)
+            rows_ = breakdown(call, a.calls)
             print(f"== {title}")
             for name, us, n in rows_:
                 print(f"  {us:8.1f} us  x{n:4.1f}  {name}")
             print(f"  {sum(r[1] for r in rows_):8.1f} us  device time a call")
-            if a.op == "top_p_sampling_from_probs":
+            if a.op == TOP_P_ONLY:
                 break  # k does not enter
 
 

@@ -14,13 +14,12 @@ calls run once on tiny rows and nothing is timed.
 from __future__ import annotations
 
 import argparse
-import math
 
 import torch
 
 import deepselect
 from deepselect.bench import parse_size
-from deepselect.bench.timing import cache_bytes, time_fns
+from deepselect.bench.timing import cold_copies, time_fns
 
 
 def calls(rows: int, vocab: int, device: str) -> dict:
@@ -42,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     vocab = a.vocab if cuda else min(a.vocab, 500)
     m = min(a.m, vocab)
     for rows in map(int, a.rows.split(",")):
-        size = rows * vocab * 4
-        copies = max(1, min(32, math.ceil(3 * cache_bytes(device) / size))) if cuda else 1
+        copies = cold_copies(rows * vocab * 4, device)
         xs = [torch.randn(rows, vocab, device=device) for _ in range(copies)]
         fns = {
             name: lambda x, kw=kw: deepselect.topk_rows(x, m, order="value", **kw)

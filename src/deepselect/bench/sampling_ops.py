@@ -22,14 +22,13 @@ import argparse
 import csv
 import importlib.util
 import itertools
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from .. import engine
-from .timing import cache_bytes, time_fns
+from .timing import cold_copies, time_fns
 
 OPS = (
     "top_k_mask_logits",
@@ -68,12 +67,8 @@ def _flashinfer_ops() -> dict[str, Callable]:
 def _inputs(op: str, batch: int, vocab: int, k: int, per_row: bool, device: str, seed: int):
     """``(copies, ours, theirs_args)``: input copies and the two calls' k arguments."""
     g = torch.Generator(device=device).manual_seed(seed)
-    size = batch * vocab * 4
-    copies = (
-        1 if device == "cpu" else max(1, min(MAX_COPIES, math.ceil(3 * cache_bytes(device) / size)))
-    )
     xs = []
-    for _ in range(copies):
+    for _ in range(cold_copies(batch * vocab * 4, device, MAX_COPIES)):
         x = torch.randn(batch, vocab, device=device, generator=g)
         xs.append(torch.softmax(x, dim=1) if "probs" in op else x)
     if per_row:

@@ -5,6 +5,7 @@ replays; and the plain reads that set the bandwidth ceiling."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,19 @@ def head_start(calls: int) -> None:
     around each call hold its device work only: recorded on an idle device, the first
     event would also hold the host's launch of the call."""
     torch.cuda._sleep(int(HEAD_START_S * 2e9 * calls))
+
+
+def cold_copies(nbytes: int, device: torch.device | str, cap: int = 32) -> int:
+    """How many copies of an input of ``nbytes`` a cold-cache timing rotates through:
+    enough to hold three times the cache (:func:`cache_bytes`), at most ``cap``; one
+    on the CPU.
+
+    >>> cold_copies(1 << 30, "cpu")
+    1
+    """
+    if torch.device(device).type == "cpu":
+        return 1
+    return max(1, min(cap, math.ceil(3 * cache_bytes(device) / nbytes)))
 
 
 def time_fn(
