@@ -80,8 +80,8 @@ def main() -> None:
         for k_tensor, temp_tensor, probs, p_tensor in TOP_P_VARIANTS:
             sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
                        k_ptr="*i64", k_scalar="i64", seeds_ptr="*i64", temp_ptr="*fp32",
-                       temp_scalar="fp32", p_ptr="*fp64", out_ptr="*i64", V="i32", m="i32",
-                       fix="fp32", ws_ptr="*i64")  # fmt: skip
+                       temp_scalar="fp32", p_ptr="*fp64", p_scalar="fp64", out_ptr="*i64",
+                       V="i32", m="i32", fix="fp32", ws_ptr="*i64")  # fmt: skip
             consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
                           FROM_PROBS=probs, PRECISE_LOG=True, SMEM=True, BLOCK=1024,
                           ROW_BLOCK=ROW_BLOCK, READ_BLOCK=READ_BLOCK,

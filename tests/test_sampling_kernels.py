@@ -599,3 +599,19 @@ def test_fuses_where_the_select_streams():
     assert not fuses(wide, 0) and not fuses(wide, 4097)
     assert not fuses(torch.empty(64, 4000, device="meta"), 50)
     assert not fuses(torch.empty(0, 129280, device="meta"), 50)
+
+
+def test_a_scalar_top_p_keeps_its_53_bits(kernels):
+    """A float ``top_p`` reaches the kernel in fp64: rows of probabilities 0.45, 0.45,
+    0.1 (fp32) put the cut of ``top_p = 0.9`` between fp32(0.9) and 0.9 times their
+    total, so that the third rank stays only at fp64. The draws match the torch
+    definitions, and some of them are that rank."""
+    rows = 64
+    probs = torch.zeros(rows, 40)
+    probs[:, :3] = torch.tensor([0.45, 0.45, 0.1])
+    seeds = torch.arange(rows, dtype=torch.int64) * 104729 + 11
+    g = engine.top_k_top_p_sampling_from_probs
+    for k in (3, 0):
+        want = g(probs, k, 0.9, seeds=seeds)
+        assert bool((want == 2).any()), "the case no longer separates fp32 from fp64"
+        assert torch.equal(kernels(g, probs, k, 0.9, seeds=seeds), want), k

@@ -281,15 +281,15 @@ def top_p_draw(
     ``engine._top_p_draw`` defines it, from its ``m`` selected entries ``vals`` /
     ``idx`` (``[rows, m]``, best first, ``m >= 1``), reading the row itself where the
     ranks that stay reach past them. ``top_p``: a float or an fp64 ``[rows]`` tensor;
-    ``temperature``: a float or a float ``[rows]`` tensor (logits only). One launch
-    (and one fill of the scalar ``top_p`` on the device)."""
+    ``temperature``: a float or a float ``[rows]`` tensor (logits only). One launch,
+    after the parts' two where a few whole rows are read in parts (``_split_parts``)."""
     rows, m = vals.shape
     v = x.shape[1]
     out = torch.empty(rows, dtype=torch.int64, device=x.device)
     if rows == 0:
         return out
     p_tensor = isinstance(top_p, torch.Tensor)
-    p = top_p if p_tensor else torch.full((1,), float(top_p), dtype=torch.float64, device=x.device)
+    p_ptr, p_scalar = (top_p, 1.0) if p_tensor else (x, float(top_p))
     temp_tensor = isinstance(temperature, torch.Tensor)
     k_tensor = isinstance(k, torch.Tensor)
     keys = _key_args(x.dtype)
@@ -317,7 +317,7 @@ def top_p_draw(
             )  # fmt: skip
     x_args, draw_args = row_args[:4], row_args[4:]
     _top_p[(rows,)](
-        *x_args, idx, *draw_args, p, out, v, m, fix, ws,
+        *x_args, idx, *draw_args, p_ptr, p_scalar, out, v, m, fix, ws,
         P_TENSOR=p_tensor, SMEM=smem, BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
         ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, ROUNDS=TOP_P_ROUNDS,
         SP=sp,

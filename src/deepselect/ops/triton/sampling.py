@@ -779,7 +779,7 @@ def top_p_part_kernel(
 @triton.jit
 def top_p_draw_kernel(
     x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr,
-    temp_scalar, p_ptr, out_ptr, V, m, fix, ws_ptr,
+    temp_scalar, p_ptr, p_scalar: tl.float64, out_ptr, V, m, fix, ws_ptr,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
@@ -817,8 +817,8 @@ def top_p_draw_kernel(
     beyond = kk > m
     if P_TENSOR:  # (a block of it: the interpreter's scalar comparisons do not mix)
         top_p = tl.load(p_ptr + row) + tl.zeros([BLOCK], tl.float64)
-    else:
-        top_p = tl.load(p_ptr) + tl.zeros([BLOCK], tl.float64)
+    else:  # (an fp64 scalar argument: a Python float keeps its 53 bits)
+        top_p = p_scalar + tl.zeros([BLOCK], tl.float64)
     base = val_ptr + row * m
     x_row = x_ptr + row * sx_row
     total = tl.zeros([BLOCK], tl.float64)
