@@ -19,11 +19,11 @@ per test (pieces that ran to the end only, one function per piece), for the next
 run's COSTS.
 
 ``compiles``: from OUT/compiles.tsv (one line a Triton compile: process, kernel,
-hash, cache hit, seconds, as the tests' conftest writes it where
+hash, cache hit, seconds, time, test function, as the tests' conftest writes it where
 ``DEEPSELECT_COMPILE_LOG`` names the file), where the compiling time went: in all,
 on distinct specialisations, on specialisations compiled by more than one process
-(the workers share one cache, but two that miss it at once both compile), and by
-kernel, largest first.
+(the workers share one cache, but two that miss it at once both compile), by
+kernel, and by test function (the :data:`TOP_TESTS` largest), largest first.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ import math
 import re
 import sys
 from pathlib import Path
+
+TOP_TESTS = 25
+"""Test functions listed in ``compiles``' summary."""
 
 
 def function(test_id: str) -> str:
@@ -95,24 +98,28 @@ def compiles_of_run(out: Path) -> list[str]:
         for line in log.read_text().splitlines():
             f = line.split("\t")
             if len(f) >= 5 and f[3] == "0":  # misses only: a hit costs no compile
-                rows.append((f[0], f[1], f[2], float(f[4])))
+                test = f[6] if len(f) >= 7 else "?"  # (a log before the test column)
+                rows.append((f[0], f[1], f[2], float(f[4]), test))
     total = sum(r[3] for r in rows)
     first: dict[str, float] = {}
-    by_kernel: dict[str, list] = {}
-    for _, name, key, sec in rows:
+    by: dict[str, dict[str, list]] = {"kernel": {}, "test": {}}
+    for _, name, key, sec, test in rows:
         first.setdefault(key, sec)
-        k = by_kernel.setdefault(name, [0, set(), 0.0])
-        k[0] += 1
-        k[1].add(key)
-        k[2] += sec
+        for what, group in (("kernel", name), ("test", test)):
+            k = by[what].setdefault(group, [0, set(), 0.0])
+            k[0] += 1
+            k[1].add(key)
+            k[2] += sec
     repeated = total - sum(first.values())
     lines = [
         f"compiles: {len(rows)} ({len(first)} distinct) in {total:.0f} s;"
         f" {repeated:.0f} s on specialisations another process also compiled",
-        f"{'seconds':>8} {'compiles':>8} {'distinct':>8}  kernel",
     ]
-    for name, (n, keys, sec) in sorted(by_kernel.items(), key=lambda kv: -kv[1][2]):
-        lines.append(f"{sec:8.0f} {n:8d} {len(keys):8d}  {name}")
+    for what, top in (("kernel", None), ("test", TOP_TESTS)):
+        lines.append(f"{'seconds':>8} {'compiles':>8} {'distinct':>8}  {what}")
+        ranked = sorted(by[what].items(), key=lambda kv: -kv[1][2])
+        for name, (n, keys, sec) in ranked[:top]:
+            lines.append(f"{sec:8.0f} {n:8d} {len(keys):8d}  {name}")
     return lines
 
 

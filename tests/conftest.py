@@ -136,8 +136,9 @@ def _interpret_without_dead_overflow_checks() -> None:
 
 def _log_compiles(path: str) -> None:
     """Each Triton compile or cache lookup appended to ``path`` as a line: process,
-    kernel, hash, cache hit (0/1), seconds (``scripts/gpu_test_pieces.py compiles``
-    sums them). Where Triton has no compilation listener (before 3.4), nothing."""
+    kernel, hash, cache hit (0/1), seconds, time, test function
+    (``scripts/gpu_test_pieces.py compiles`` sums them). Where Triton has no
+    compilation listener (before 3.4), nothing."""
     import time
 
     import triton
@@ -148,9 +149,11 @@ def _log_compiles(path: str) -> None:
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         spent = times.ir_initialization + times.total_lowering + times.store_results
+        # the test that asked for it: pytest's "<file>::<name>[<params>] (<phase>)"
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("[")[0]
         line = (
             f"{os.getpid()}\t{getattr(src, 'name', '?')}\t{metadata.get('hash', '?')}\t"
-            f"{int(cache_hit)}\t{spent / 1e6:.3f}\t{time.time():.1f}\n"
+            f"{int(cache_hit)}\t{spent / 1e6:.3f}\t{time.time():.1f}\t{test}\n"
         )
         try:  # one short write a line: whole lines between processes
             with open(path, "a") as f:

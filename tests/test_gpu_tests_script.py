@@ -157,15 +157,17 @@ def test_costs_of_a_run(tmp_path):
 def test_compiles_of_a_run(tmp_path):
     """``compiles`` sums the compile log's misses (a cache hit costs nothing), counts
     each hash once for the distinct total, and the seconds of a hash that a second
-    process compiled again as repeated; by kernel, largest first."""
+    process compiled again as repeated; by kernel, then by test function, largest
+    first (a line of an older log, without its test, under "?")."""
     log = [
-        ("1", "a_kernel", "h1", "0", "10.0"),
-        ("2", "a_kernel", "h1", "0", "12.0"),  # the same specialisation again
-        ("1", "a_kernel", "h2", "0", "5.0"),
-        ("1", "b_kernel", "h3", "0", "30.0"),
-        ("3", "b_kernel", "h3", "1", "0.1"),  # a hit
+        ("1", "a_kernel", "h1", "0", "10.0", "0", "t.py::test_a"),
+        ("2", "a_kernel", "h1", "0", "12.0", "0", "t.py::test_b"),  # the same again
+        ("1", "a_kernel", "h2", "0", "5.0", "0", "t.py::test_a"),
+        ("1", "b_kernel", "h3", "0", "30.0", "0", "t.py::test_b"),
+        ("3", "b_kernel", "h3", "1", "0.1", "0", "t.py::test_c"),  # a hit
+        ("4", "b_kernel", "h4", "0", "2.0"),  # no test column
     ]
-    (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\t0\n" for r in log))
+    (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log))
     r = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "compiles", str(tmp_path)],
         capture_output=True, text=True, timeout=60,
@@ -173,10 +175,54 @@ def test_compiles_of_a_run(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == (
-        "compiles: 4 (3 distinct) in 57 s; 12 s on specialisations another process also compiled"
+        "compiles: 5 (4 distinct) in 59 s; 12 s on specialisations another process also compiled"
     )
-    by_kernel = [ln.split() for ln in lines[2:]]
-    assert by_kernel == [["30", "1", "1", "b_kernel"], ["27", "3", "2", "a_kernel"]]
+    at = lines.index(next(ln for ln in lines if ln.endswith(" test")))
+    assert lines[1].endswith(" kernel")
+    by_kernel = [ln.split() for ln in lines[2:at]]
+    assert by_kernel == [["32", "2", "2", "b_kernel"], ["27", "3", "2", "a_kernel"]]
+    by_test = [ln.split() for ln in lines[at + 1 :]]
+    assert by_test == [
+        ["42", "2", "2", "t.py::test_b"], ["15", "2", "2", "t.py::test_a"], ["2", "1", "1", "?"],
+    ]  # fmt: skip
+
+
+COMPILE_ONE = """
+import os, sys
+import conftest
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+@triton.jit
+def _add_one(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+conftest._log_compiles(sys.argv[1])
+os.environ["PYTEST_CURRENT_TEST"] = "tests/t.py::test_x[a-1] (call)"
+triton.compile(ASTSource(_add_one, signature={"x_ptr": "*i32"}), target=GPUTarget("cuda", 90, 32))
+"""
+
+
+def test_the_compile_log_names_the_test(tmp_path):
+    """The conftest's compile listener (``DEEPSELECT_COMPILE_LOG``) writes a line a
+    compile: process, kernel, hash, a miss, seconds, time, and the test function that
+    asked for it (a kernel built for sm_90 here, in a process of its own)."""
+    log = tmp_path / "compiles.tsv"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    script = tmp_path / "compile_one.py"  # (Triton reads a kernel's source from its file)
+    script.write_text(COMPILE_ONE)
+    r = subprocess.run(
+        [sys.executable, str(script), str(log)], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    (line,) = log.read_text().splitlines()
+    pid, kernel, key, hit, seconds, _, test = line.split("\t")
+    assert (kernel, hit, test) == ("_add_one", "0", "tests/t.py::test_x"), line
+    assert int(pid) > 0 and len(key) == 64 and float(seconds) > 0
 
 
 def test_the_script_runs_no_deleted_program():
