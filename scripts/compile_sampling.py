@@ -78,7 +78,7 @@ def main() -> None:
         # the top-p draw: an int or per-row k, logits (temperature a float or per row)
         # or probabilities, top_p a float or per row
         for k_tensor, temp_tensor, probs, p_tensor in TOP_P_VARIANTS:
-            sig = dict(x_ptr=raw, sx_row="i64", sx_col="i64", val_ptr=raw, idx_ptr="*i32",
+            sig = dict(xr=(raw, "i64", "i64"), val_ptr=raw, idx_ptr="*i32",
                        k_ptr="*i64", k_scalar="i64", seeds_ptr="*i64", temp_ptr="*fp32",
                        temp_scalar="fp32", p_ptr="*fp64", p_scalar="fp64", out_ptr="*i64",
                        V="i32", m="i32", fix="fp32", ws_ptr="*i64")  # fmt: skip
@@ -93,7 +93,8 @@ def main() -> None:
             if (k_tensor, temp_tensor, probs) == (False, False, True) and not p_tensor:
                 # a few rows' draw: the first read and its check split over programs
                 print(build(sampling.top_p_draw_kernel, sig, {**consts, "SP": 128}))
-                part_sig = {n: sig[n] for n in PART_ARGS}
+                rows = dict(zip(("x_ptr", "sx_row", "sx_col"), sig["xr"], strict=True))
+                part_sig = {n: {**sig, **rows}[n] for n in PART_ARGS}
                 part_sig.update(L="i32")
                 part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
                             PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, **keys)  # fmt: skip

@@ -778,8 +778,8 @@ def top_p_part_kernel(
 
 @triton.jit
 def top_p_draw_kernel(
-    x_ptr, sx_row, sx_col, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr,
-    temp_scalar, p_ptr, p_scalar: tl.float64, out_ptr, V, m, fix, ws_ptr,
+    xr, val_ptr, idx_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, p_ptr,
+    p_scalar: tl.float64, out_ptr, V, m, fix, ws_ptr,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, P_TENSOR: tl.constexpr,
     FROM_PROBS: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
     FP16: tl.constexpr, PRECISE_LOG: tl.constexpr, SMEM: tl.constexpr, BLOCK: tl.constexpr,
@@ -793,7 +793,8 @@ def top_p_draw_kernel(
     set's total (rank 0 always, every rank where ``top_p >= 1``); then the seeded
     Gumbel-max draw of :func:`gumbel_draw_kernel` over the ranks that stay, the top-1
     where it is not finite. The weights are ``p``, or ``exp(s - max s)`` (the softmax
-    before its division: the cut compares sums of one scale).
+    before its division: the cut compares sums of one scale). ``xr = (x_ptr, sx_row,
+    sx_col)``: the rows' raw bits and strides.
 
     * Where the ranks that stay are within the selection (``kk <= m``; or a whole
       row, whose weights summed in one read of it reach the cut inside the
@@ -807,6 +808,7 @@ def top_p_draw_kernel(
       V``), then the key where the weights reach the cut by :func:`_descend` on
       weights, in fixed point; then a draw over the row, the ties at that key by
       column."""
+    x_ptr, sx_row, sx_col = xr
     row = tl.program_id(0).to(tl.int64)
     kr, whole, key, t, mx = _row_of_draw(
         row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m, K_TENSOR,
