@@ -14,13 +14,12 @@ times CUDA-graph replays interleaved, inputs rotated past the L2, beside a plain
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import torch
 
 from deepselect import triton_short
-from deepselect.bench.timing import cache_bytes, time_fns
+from deepselect.bench.timing import cold_copies, time_fns
 from deepselect.options import TopkOptions
 from deepselect.triton_backend import run_triton, stream_config
 
@@ -58,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print("rows | n | dtype | plan | us | x stream | read us | % read | status", flush=True)
     for rows, n, dt in CPU if a.cpu else GPU:
         g = torch.Generator(device=dev).manual_seed(rows + n)
-        copies = 1 if a.cpu else max(1, math.ceil(3 * cache_bytes(dev) / (rows * n * 2)))
+        copies = cold_copies(rows * n * 2, dev, cap=1 << 20)  # (uncapped: cold at any size)
         xs = [torch.randn(rows, n, device=dev, generator=g).to(dt) for _ in range(copies)]
         want = torch.topk(xs[0].float(), k, dim=1).values
         ov = torch.empty((rows, k), dtype=dt, device=dev)

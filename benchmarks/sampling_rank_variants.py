@@ -20,13 +20,12 @@ fp32 normal logits of V = 129,280 (their softmax for renorm), k per row in ``[k/
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import torch
 
 from deepselect import engine, triton_sampling
-from deepselect.bench.timing import cache_bytes, time_fns
+from deepselect.bench.timing import cold_copies, time_fns
 
 RULE = triton_sampling.best_first
 VARIANTS = {"ranked": RULE, "best_first": lambda k, m: isinstance(k, torch.Tensor)}
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         for rows in a.rows:
             for k in a.k:
                 g = torch.Generator(device="cuda").manual_seed(rows * 7 + k)
-                copies = max(1, math.ceil(3 * cache_bytes("cuda") / (rows * v * 4)))
+                copies = cold_copies(rows * v * 4, "cuda", cap=1 << 20)  # (uncapped)
                 xs = [torch.randn(rows, v, device="cuda", generator=g) for _ in range(copies)]
                 if op == "renorm":
                     xs = [x.softmax(dim=1) for x in xs]
