@@ -334,6 +334,19 @@ def test_time_fns_interleaves_rounds_in_a_rotated_order():
         bench.time_fns({}, inputs, "cpu")
 
 
+def test_time_fns_flushes_before_every_timed_call():
+    """``flush``: called once before each timed call, none before the warm-up's; off
+    by default on the CPU."""
+    log: list[str] = []
+    fns = {n: (lambda x, n=n: log.append(n)) for n in "ab"}
+    bench.time_fns(fns, [torch.ones(1)], "cpu", repeats=3, warmup=2, flush=lambda: log.append("F"))
+    assert log[:4] == ["a", "b", "a", "b"]  # the warm-up
+    assert log[4:] == ["F", "a", "F", "b", "F", "b", "F", "a", "F", "a", "F", "b"]
+    log.clear()
+    bench.time_fns(fns, [torch.ones(1)], "cpu", repeats=2, warmup=0)
+    assert "F" not in log and len(log) == 4
+
+
 def test_triton_read_kernel_reads_everything():
     # the read ceiling's kernel must really read every element (its max is x's max)
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # interpreter without a GPU

@@ -122,6 +122,7 @@ def time_fns(
     graph: bool = False,
     max_seconds: float | None = None,
     queued: bool = True,
+    flush: bool | Callable[[], object] | None = None,
 ) -> dict[str, Timing]:
     """:func:`time_fn` for several calls at once, interleaved: each round times every
     call once (in an order rotated round by round), so that whatever drifts during a
@@ -130,6 +131,11 @@ def time_fns(
     :class:`Timing` come from the same round ``r``, for paired comparisons. On CUDA
     the calls are queued behind a sleep kernel (:func:`head_start`), so that each
     call's events hold its device time, not the host's work of launching it.
+
+    ``flush``: before each timed call, outside its events, evict the cache: the calls
+    of a round share the round's input copy, which an input smaller than the cache
+    would leave warm for all but the first. None or True: on CUDA, a write of twice
+    the L2 (:func:`l2_flush`); False: none; a callable: that.
 
     >>> t = time_fns({"a": lambda x: x + 1, "b": lambda x: x * 2}, [torch.ones(4)], "cpu",
     ...              repeats=4, warmup=1)
@@ -154,6 +160,10 @@ def time_fns(
         for n in names:
             calls[n][i % len(calls[n])]()
     cuda = device.type == "cuda"
+    if flush is None or flush is True:
+        flush = l2_flush(device) if cuda else None
+    elif flush is False:
+        flush = None
     events: dict[str, list] = {n: [] for n in names}
     if cuda:
         torch.cuda.synchronize(device)
@@ -165,6 +175,8 @@ def time_fns(
         for j in range(len(names)):
             n = names[(r + j) % len(names)]
             call = calls[n][(warmup + r) % len(calls[n])]
+            if flush is not None:
+                flush()
             if cuda:
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 if not queued:
@@ -190,6 +202,23 @@ def time_fns(
         torch.cuda.synchronize(device)
         events = {n: [a.elapsed_time(b) / 1e3 for a, b in v] for n, v in events.items()}
     return {n: Timing(statistics.median(v), v) for n, v in events.items()}
+
+
+_FLUSH: dict[torch.device, torch.Tensor] = {}
+
+
+def l2_flush(device: torch.device | str) -> Callable[[], object]:
+    """A call that writes twice the L2 of CUDA ``device`` (one buffer a device, kept),
+    evicting whatever a timed call would otherwise find there."""
+    device = torch.device(device)
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    buf = _FLUSH.get(device)
+    if buf is None:
+        buf = _FLUSH[device] = torch.empty(
+            2 * cache_bytes(device), dtype=torch.uint8, device=device
+        )
+    return buf.zero_
 
 
 def _capture_graphs(fn, inputs) -> list[Callable[[], object]]:
