@@ -315,9 +315,9 @@ def top_p_draw(
                 *row_args, ws, v, m, fix, length, SP=sp, CHECK=check, num_warps=NUM_WARPS,
                 **row_flags,
             )  # fmt: skip
-    xr, draw_args = row_args[:3], row_args[3:]
+    xr, vals_raw, draw_args = row_args[:3], row_args[3], row_args[4:]
     _top_p[(rows,)](
-        xr, draw_args[0], idx, *draw_args[1:], p_ptr, p_scalar, out, v, m, fix, ws,
+        xr, vals_raw, idx, *draw_args, p_ptr, p_scalar, out, v, m, fix, ws,
         P_TENSOR=p_tensor, SMEM=smem, BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
         ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, ROUNDS=TOP_P_ROUNDS,
         SP=sp,

@@ -122,7 +122,7 @@ def time_fns(
     graph: bool = False,
     max_seconds: float | None = None,
     queued: bool = True,
-    flush: bool | Callable[[], object] | None = None,
+    flush: bool | Callable[[], object] = True,
 ) -> dict[str, Timing]:
     """:func:`time_fn` for several calls at once, interleaved: each round times every
     call once (in an order rotated round by round), so that whatever drifts during a
@@ -134,8 +134,8 @@ def time_fns(
 
     ``flush``: before each timed call, outside its events, evict the cache: the calls
     of a round share the round's input copy, which an input smaller than the cache
-    would leave warm for all but the first. None or True: on CUDA, a write of twice
-    the L2 (:func:`l2_flush`); False: none; a callable: that.
+    would leave warm for all but the first. True: on CUDA, a write of twice the L2
+    (:func:`l2_flush`), on the CPU none; False: none; a callable: that.
 
     >>> t = time_fns({"a": lambda x: x + 1, "b": lambda x: x * 2}, [torch.ones(4)], "cpu",
     ...              repeats=4, warmup=1)
@@ -160,10 +160,8 @@ def time_fns(
         for n in names:
             calls[n][i % len(calls[n])]()
     cuda = device.type == "cuda"
-    if flush is None or flush is True:
-        flush = l2_flush(device) if cuda else None
-    elif flush is False:
-        flush = None
+    if isinstance(flush, bool):
+        flush = l2_flush(device) if flush and cuda else None
     events: dict[str, list] = {n: [] for n in names}
     if cuda:
         torch.cuda.synchronize(device)
