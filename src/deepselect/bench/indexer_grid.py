@@ -557,9 +557,8 @@ def render_grid(rows: Sequence[dict], title: str, unit: str, fi_note: str):
     notes = [f"{mark}: FlashInfer empty: {why}" for why, mark in reasons.items()]
     notes += [
         "graph: CUDA-graph replays, every column interleaved round by round, inputs rotated "
-        "through copies that exceed the L2 (a graph per copy of the first warm-up + repeats: "
-        "inputs smaller than L2 / (warm-up + repeats) may stay in L2); eager: one "
-        "deepselect call on an idle device, the host's launch path included",
+        "through copies and a write of twice the L2 before each timed call (cold L2); "
+        "eager: one deepselect call on an idle device, the host's launch path included",
         "windows: deepselect's indexer_topk with lengths (indices only) beside FlashInfer's "
         "top_k_ragged_transform with zero offsets; whole rows: values + int32 indices "
         "(FlashInfer's top_k returns int64 indices); the read is x.amax(dim=1) over every "
