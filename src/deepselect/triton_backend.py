@@ -361,6 +361,12 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def sm_count(device: torch.device) -> int:
+    """The SMs the dispatch plans for on ``device``: a CUDA device's own count, else 4
+    (the interpreter's launches, on CPU tensors)."""
+    return _sm_count(device.index or 0) if device.type == "cuda" else 4
+
+
 def _words_aligned(x: torch.Tensor) -> bool:
     """The PTX filter reads 32-bit words: the rows must start on 4-byte boundaries."""
     return x.data_ptr() % 4 == 0 and (x.stride(0) * x.element_size()) % 4 == 0
@@ -383,7 +389,7 @@ def streams(x: torch.Tensor, k: int, opt: TopkOptions) -> bool:
     rows, n = x.shape
     if rows == 0 or k > MAX_FAST_K or n >= 2**31 - 2**16:
         return False
-    sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
+    sm = sm_count(x.device)
     return short_path(x, k, opt, sm) is None
 
 
@@ -421,7 +427,7 @@ def run_triton(
         raise ValueError("a sampling output needs whole rows and k <= MAX_FAST_K")
     if page is not None and (k > MAX_FAST_K or out_indices.stride(1) != 1):
         raise ValueError("a page map needs k <= MAX_FAST_K and a unit-stride index buffer")
-    sm = _sm_count(x.device.index or 0) if x.device.type == "cuda" else 4
+    sm = sm_count(x.device)
     if config is None and grid is None and kept is None:  # short rows, or few of them
         from .triton_short import run_short, short_path
 

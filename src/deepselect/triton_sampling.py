@@ -29,7 +29,7 @@ from .ops.triton.sampling import (
     top_p_part_kernel,
 )
 from .options import Order, TopkOptions
-from .triton_backend import LaunchConfig, _sm_count, run_triton, streams
+from .triton_backend import LaunchConfig, run_triton, sm_count, streams
 from .triton_short import smem_hist
 
 # after a signature's first launch, launches skip Triton's per-call argument binding
@@ -259,7 +259,7 @@ def _split_parts(rows: int, v: int, k, device: torch.device) -> tuple[int, int]:
     whole = isinstance(k, torch.Tensor) or k <= 0 or k >= v
     if rows > SPLIT_MAX_ROWS or v < 2 * READ_BLOCK or not whole:
         return 1, v
-    sm = _sm_count(device.index or 0) if device.type == "cuda" else 4
+    sm = sm_count(device)
     parts = min(triton.cdiv(SPLIT_PROGRAMS_PER_SM * sm, rows), triton.cdiv(v, READ_BLOCK))
     length = triton.cdiv(triton.cdiv(v, parts), READ_BLOCK) * READ_BLOCK
     return triton.cdiv(v, length), length
