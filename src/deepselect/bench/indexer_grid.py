@@ -557,7 +557,7 @@ def render_grid(rows: Sequence[dict], title: str, unit: str, fi_note: str):
     notes = [f"{mark}: FlashInfer empty: {why}" for why, mark in reasons.items()]
     notes += [
         "graph: CUDA-graph replays, every column interleaved round by round, inputs rotated "
-        "through copies and a write of twice the L2 before each timed call (cold L2); "
+        "through copies and a read of twice the L2 before each timed call (cold L2); "
         "eager: one deepselect call on an idle device, the host's launch path included",
         "windows: deepselect's indexer_topk with lengths (indices only) beside FlashInfer's "
         "top_k_ragged_transform with zero offsets; whole rows: values + int32 indices "

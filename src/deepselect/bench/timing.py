@@ -134,7 +134,7 @@ def time_fns(
 
     ``flush``: before each timed call, outside its events, evict the cache: the calls
     of a round share the round's input copy, which an input smaller than the cache
-    would leave warm for all but the first. True: on CUDA, a write of twice the L2
+    would leave warm for all but the first. True: on CUDA, a read of twice the L2
     (:func:`l2_flush`), on the CPU none; False: none; a callable: that.
 
     >>> t = time_fns({"a": lambda x: x + 1, "b": lambda x: x * 2}, [torch.ones(4)], "cpu",
@@ -206,17 +206,19 @@ _FLUSH: dict[torch.device, torch.Tensor] = {}
 
 
 def l2_flush(device: torch.device | str) -> Callable[[], object]:
-    """A call that writes twice the L2 of CUDA ``device`` (one buffer a device, kept),
-    evicting whatever a timed call would otherwise find there."""
+    """A call that reads twice the L2 of CUDA ``device`` (one buffer a device, kept),
+    evicting whatever a timed call would otherwise find there. A read, not a write:
+    a write would leave the L2 full of dirty lines, whose write-back the timed call's
+    own reads would then pay for (inputs past the L2 time slower)."""
     device = torch.device(device)
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     buf = _FLUSH.get(device)
     if buf is None:
-        buf = _FLUSH[device] = torch.empty(
-            2 * cache_bytes(device), dtype=torch.uint8, device=device
+        buf = _FLUSH[device] = torch.zeros(
+            2 * cache_bytes(device) // 4, dtype=torch.float32, device=device
         )
-    return buf.zero_
+    return buf.sum
 
 
 def _capture_graphs(fn, inputs) -> list[Callable[[], object]]:
