@@ -10,9 +10,12 @@ path's ``nmax``, segment sizes, ...), so a retuned constant moves the fuzz with 
 A case is a pure function of ``(seed, case number)``: a failure names both and
 the command that replays it. Environment:
 
-* ``DEEPSELECT_FUZZ_CASES`` — how many cases (default 300); the first N cases of
-  any run are the same, so ``DEEPSELECT_FUZZ_CASES=200`` is "the first 200";
-* ``DEEPSELECT_FUZZ_SEED`` — the base seed (default 0);
+* ``DEEPSELECT_FUZZ_CASES`` — how many cases (default 150); the first N cases of
+  any run are the same, so ``DEEPSELECT_FUZZ_CASES=100`` is "the first 100";
+* ``DEEPSELECT_FUZZ_SEED`` — the base seed (default: from the checkout's commit,
+  :func:`default_seed`, so each commit runs other cases and one commit always the
+  same: almost every case compiles kernels of its own, and a run of the GPU suite
+  has time for about 150 of them);
 * ``DEEPSELECT_FUZZ_START`` — the first case number to run (default 0).
 
 GPU suite::
@@ -123,6 +126,11 @@ class Case:
         )
 
 
+PAST_EVERY = 25
+"""Every this many cases, one takes k just past the largest k boundary (the sort-based
+path), whatever the seed draws."""
+
+
 def _near(rng: random.Random, v: int) -> int:
     return max(0, v + rng.choice((-1, 0, 0, 1)))
 
@@ -139,7 +147,11 @@ def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: i
     n_choices = [n for n in ns if n <= max_elems] or [max_elems]
     k_choices = [k for k in ks if k <= max_k]
     what = rng.choice(("n", "n", "k", "rows", "many", "small"))
-    if what == "n":
+    if number % PAST_EVERY == PAST_EVERY - 1 and k_choices:  # k past every boundary
+        what, b = "k", max(k_choices)
+        k, near = b + 1, f"k={b}"
+        n = rng.choice([k, k + 1, 2 * k + 5, rng.choice(n_choices)])
+    elif what == "n":
         b = rng.choice(n_choices)
         n, near = _near(rng, b), f"N={b}"
         k = rng.choice([1, 2, 3, 64, rng.randint(1, min(max_k, 600))])
@@ -190,8 +202,9 @@ def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: i
     )
 
 
-def run_case(c: Case, device: str) -> None:
-    """Run case ``c`` on ``device`` and compare it with the oracle, bit for bit."""
+def run_case(c: Case, device: str, base: int = 0) -> None:
+    """Run case ``c`` (drawn with base seed ``base``) on ``device`` and compare it with
+    the oracle, bit for bit."""
     rng = random.Random(c.seed + 1)
     g = torch.Generator().manual_seed(c.seed)
     full = make(c.kind, c.rows, c.n + (3 if c.strided else 0), c.dtype, seed=c.seed)
@@ -242,11 +255,10 @@ def run_case(c: Case, device: str) -> None:
     gv = got[0].cpu() if got[0] is not None else None
     wv = want[0] if c.return_values else None
     assert (gv is None) == (not c.return_values), c.describe()
-    assert_same_topk((gv, got[1].cpu()), (wv, want[1]), c.order, msg=_replay(c))
+    assert_same_topk((gv, got[1].cpu()), (wv, want[1]), c.order, msg=_replay(c, base))
 
 
-def _replay(c: Case) -> str:
-    base = int(os.environ.get("DEEPSELECT_FUZZ_SEED", "0"))
+def _replay(c: Case, base: int) -> str:
     return (
         f"{c.describe()}; replay: DEEPSELECT_FUZZ_SEED={base} "
         f"DEEPSELECT_FUZZ_START={c.number} DEEPSELECT_FUZZ_CASES={c.number + 1} "
@@ -254,11 +266,25 @@ def _replay(c: Case) -> str:
     )
 
 
+def default_seed(root: str = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) -> int:
+    """The base seed of a run that names none: the checkout's commit (its first 24 bits),
+    or 0 outside a git checkout."""
+    import subprocess
+
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        return int(sha[:6], 16)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
 def _settings(default_cases: int) -> tuple[int, int, int]:
     cases = int(os.environ.get("DEEPSELECT_FUZZ_CASES", str(default_cases)))
-    seed = int(os.environ.get("DEEPSELECT_FUZZ_SEED", "0"))
+    seed = os.environ.get("DEEPSELECT_FUZZ_SEED")
     start = int(os.environ.get("DEEPSELECT_FUZZ_START", "0"))
-    return cases, seed, start
+    return cases, default_seed() if seed is None else int(seed), start
 
 
 # Rows long enough for every boundary (the stream kernel's w32_from blocks of fp32 are
@@ -266,6 +292,9 @@ def _settings(default_cases: int) -> tuple[int, int, int]:
 GPU_MAX_ELEMS = 1 << 22
 GPU_MAX_K = 5000
 
+
+RUN_CASES = 150
+"""Cases a run draws unless told (``DEEPSELECT_FUZZ_CASES``)."""
 
 FUZZ_PARTS = 6
 """The cases run as this many tests of consecutive case numbers, so that the GPU
@@ -286,9 +315,10 @@ def part_numbers(start: int, cases: int, part: int, parts: int = FUZZ_PARTS) -> 
 @pytest.mark.gpu
 @pytest.mark.parametrize("part", range(FUZZ_PARTS))
 def test_fuzz_gpu(part):
-    cases, seed, start = _settings(300)
+    cases, seed, start = _settings(RUN_CASES)
+    print(f"fuzz: base seed {seed}, cases {start}..{cases - 1}")
     for number in part_numbers(start, cases, part):
-        run_case(draw_case(seed, number, "cuda", GPU_MAX_ELEMS, GPU_MAX_K), "cuda")
+        run_case(draw_case(seed, number, "cuda", GPU_MAX_ELEMS, GPU_MAX_K), "cuda", seed)
 
 
 def test_fuzz_parts_cover_every_case_once():
@@ -304,10 +334,12 @@ def test_fuzz_generator_on_cpu():
         run_case(draw_case(7, number, "cpu", 6000, 700), "cpu")
 
 
-def test_fuzz_covers_every_dtype_order_option_and_distribution():
-    """Of the GPU run's 300 cases (drawn, not run): every dtype, order, option,
-    distribution and boundary kind appears; shapes stay within the caps."""
-    drawn = [draw_case(0, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(300)]
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, default_seed()])
+def test_fuzz_covers_every_dtype_order_option_and_distribution(seed):
+    """Of a GPU run's cases (drawn, not run), whatever its base seed: every dtype,
+    order, option, distribution and boundary kind appears; shapes stay within the
+    caps; the same seed draws the same cases."""
+    drawn = [draw_case(seed, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(RUN_CASES)]
     assert {c.dtype for c in drawn} == set(DTYPES)
     assert {c.order for c in drawn} == set(ORDERS)
     assert {c.kind for c in drawn} == set(KINDS)
@@ -319,7 +351,21 @@ def test_fuzz_covers_every_dtype_order_option_and_distribution():
     nears = {c.near.split("=")[0] for c in drawn}
     assert {"N", "k", "rows", "many", "small"} <= nears
     _, ks = boundaries(torch.float32)
-    assert any(c.k == ks[-1] + 1 for c in drawn) or any(c.k > 4096 for c in drawn)
+    assert sum(c.k == max(k for k in ks if k <= GPU_MAX_K) + 1 for c in drawn) >= 6
     assert all(c.rows * max(c.n, 1) <= GPU_MAX_ELEMS and c.k <= GPU_MAX_K for c in drawn)
-    again = [draw_case(0, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(300)]
+    again = [draw_case(seed, i, "cpu", GPU_MAX_ELEMS, GPU_MAX_K) for i in range(RUN_CASES)]
     assert [c.describe() for c in again] == [c.describe() for c in drawn]
+
+
+def test_the_default_seed_follows_the_commit(tmp_path):
+    """A run that names no seed takes one from the checkout's commit (the same for the
+    same commit), and 0 outside a checkout."""
+    import subprocess
+
+    seed = default_seed()
+    assert 0 <= seed < 1 << 24 and default_seed() == seed
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          cwd=os.path.dirname(__file__)).stdout.strip()  # fmt: skip
+    if head:
+        assert seed == int(head[:6], 16)
+    assert default_seed(str(tmp_path)) == 0
