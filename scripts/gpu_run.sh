@@ -11,10 +11,11 @@
 # as $OUT/test_costs.txt), so that no long piece starts late.
 # Environment:
 #   OUT            logs (default ./out): gpu.txt, collect.txt, piece_<j>.{ids,log,rc},
-#                  worker_<w>.{ids,pieces}, pytest.txt, unfinished.ids (the tests of
-#                  pieces the time ran out on: pass the file back as the argument),
-#                  test_costs.txt, compiles.tsv (each Triton compile) and compiles.txt
-#                  (where the compiling time went), bench.txt, bench.csv
+#                  worker_<w>.{ids,pieces}, results.tsv (each test phase's outcome),
+#                  pytest.txt, unfinished.ids (the tests that did not finish in time:
+#                  pass the file back as the argument), test_costs.txt, compiles.tsv
+#                  (each Triton compile) and compiles.txt (where the compiling time
+#                  went), bench.txt, bench.csv
 #   WORKERS        parallel pytest processes (default 3/4 of the cores, at least 1);
 #                  OMP_NUM_THREADS / NUMBA_NUM_THREADS default to cores / WORKERS
 #   TESTS_TIMEOUT  seconds for all the tests together (default 240)
@@ -91,10 +92,12 @@ if [ "${TESTS_DRY:-0}" = 1 ]; then
   exit 0
 fi
 
-rm -f "$OUT/compiles.tsv"
-log=$OUT/compiles.tsv
-[[ $OUT == /* ]] || log=$PWD/$log # the workers' conftest appends each compile to it
-export DEEPSELECT_COMPILE_LOG=$log
+rm -f "$OUT/compiles.tsv" "$OUT/results.tsv"
+dir=$OUT
+[[ $OUT == /* ]] || dir=$PWD/$OUT
+# the workers append each compile (the tests' conftest) and each test phase's outcome
+# (gpu_test_pieces' pytest hook) to these
+export DEEPSELECT_COMPILE_LOG=$dir/compiles.tsv DEEPSELECT_TEST_LOG=$dir/results.tsv
 deadline=$(($(date +%s) + TIMEOUT))
 worker() { # worker <w>: take the next unclaimed piece (mkdir claims it once) until none is left
   local w=$1 pc j left
@@ -113,8 +116,8 @@ worker() { # worker <w>: take the next unclaimed piece (mkdir claims it once) un
     fi
     # the ids were selected above: no -m here (a marker expression would re-filter them)
     mapfile -t mine <"$OUT/$pc"
-    timeout --kill-after=10 "$left" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-      -rfE "${mine[@]}" >"$OUT/$j.log" 2>&1
+    PYTHONPATH=$PYTHONPATH:$PWD/scripts timeout --kill-after=10 "$left" python3 -m pytest -q \
+      -p no:cacheprovider -p gpu_test_pieces -o addopts="" -rfE "${mine[@]}" >"$OUT/$j.log" 2>&1
     echo $? >"$OUT/$j.rc"
   done
 }
@@ -128,49 +131,9 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 unset DEEPSELECT_COMPILE_LOG
 python3 scripts/gpu_test_pieces.py compiles "$OUT" >"$OUT/compiles.txt"
 
-count() { # count <word> <line>: the number before "<word>" in pytest's summary line
-  local n
-  n=$(grep -oE "[0-9]+ $1" <<<"$2" | head -1 | cut -d' ' -f1)
-  echo "${n:-0}"
-}
-: >"$OUT/unfinished.ids"
-total_p=0 total_f=0 total_e=$collect_errors total_s=0 bad=0
-{
-  for ((w = 0; w < P; w++)); do
-    [ -f "$OUT/worker_$w.pieces" ] || continue
-    p=0 f=0 e=0 sk=0 state=ok
-    while read -r j; do
-      rc=$(cat "$OUT/$j.rc" 2>/dev/null || echo 1)
-      # pytest -q ends with e.g. "3 passed, 1 skipped in 2.31s"
-      line=$(grep -E '[0-9]+ (passed|failed|error|errors|skipped|deselected)' "$OUT/$j.log" |
-        grep -E ' in [0-9.]+s' | tail -1)
-      p=$((p + $(count passed "$line"))) f=$((f + $(count failed "$line")))
-      e=$((e + $(count error "$line"))) sk=$((sk + $(count skipped "$line")))
-      if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-        state="TIMEOUT ($j)" e=$((e + 1))
-        cat "$OUT/$j.ids" >>"$OUT/unfinished.ids"
-      elif [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
-        state="rc=$rc ($j)"
-        [ -z "$line" ] && e=$((e + 1)) # a crash without a summary line still fails
-      fi
-    done <"$OUT/worker_$w.pieces"
-    [ "$state" != ok ] && bad=1
-    printf 'worker %2d: %3d tests  %3d passed  %3d failed  %3d errors  %3d skipped  %s\n' \
-      "$w" "$(wc -l <"$OUT/worker_$w.ids")" "$p" "$f" "$e" "$sk" "$state"
-    total_p=$((total_p + p)) total_f=$((total_f + f)) total_e=$((total_e + e))
-    total_s=$((total_s + sk))
-  done
-  status=PASS
-  { [ "$bad" = 1 ] || [ "$total_f" -gt 0 ] || [ "$total_e" -gt 0 ]; } && status=FAIL
-  [ ${#ids[@]} -eq 0 ] && [ "$collect_errors" = 0 ] && status="FAIL (no tests collected)"
-  printf 'total: %d tests  %d passed  %d failed  %d errors  %d skipped  in %d s: %s\n' \
-    "${#ids[@]}" "$total_p" "$total_f" "$total_e" "$total_s" "$(($(date +%s) - t0))" "$status"
-  if [ "$status" != PASS ]; then
-    grep -hE '^(FAILED|ERROR) ' "$OUT"/piece_*.log 2>/dev/null | head -40
-    [ -s "$OUT/unfinished.ids" ] && echo "$(wc -l <"$OUT/unfinished.ids") tests not finished" \
-      "in time: their ids in $OUT/unfinished.ids"
-  fi
-} >"$OUT/pytest.txt"
+unset DEEPSELECT_TEST_LOG
+python3 scripts/gpu_test_pieces.py tally "$OUT" "${#ids[@]}" "$collect_errors" \
+  "$(($(date +%s) - t0))" >"$OUT/pytest.txt"
 tests_ok=0
 grep -q '^total: .*: PASS$' "$OUT/pytest.txt" || tests_ok=1
 
@@ -194,7 +157,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 if [ "${PACK:-0}" = 1 ]; then  # few files in $OUT: the pieces' files in one archive
   ( cd "$OUT" && tar czf pieces.tar.gz --ignore-failed-read collect.txt bench.log \
-      compiles.tsv piece_* worker_* 2>/dev/null
-    rm -rf collect.txt bench.log compiles.tsv piece_* worker_* claim_* )
+      compiles.tsv results.tsv piece_* worker_* 2>/dev/null
+    rm -rf collect.txt bench.log compiles.tsv results.tsv piece_* worker_* claim_* )
 fi
 [ "$tests_ok" = 0 ] && [ "$bench_rc" = 0 ]

@@ -3,6 +3,7 @@
     python3 scripts/gpu_test_pieces.py split OUT P [COSTS] < ids
     python3 scripts/gpu_test_pieces.py costs OUT > costs.txt
     python3 scripts/gpu_test_pieces.py compiles OUT > compiles.txt
+    python3 scripts/gpu_test_pieces.py tally OUT TESTS COLLECT_ERRORS SECONDS > pytest.txt
 
 ``split``: each test function's parametrisations stay together (they share kernel
 specialisations, and compiling them is most of the GPU suite's time), cut into
@@ -24,17 +25,27 @@ hash, cache hit, seconds, time, test function, as the tests' conftest writes it 
 on distinct specialisations, on specialisations compiled by more than one process
 (the workers share one cache, but two that miss it at once both compile), by
 kernel, and by test function (the :data:`TOP_TESTS` largest), largest first.
+
+``tally``: from OUT/results.tsv (each test phase's outcome as it ended, as this
+module's pytest hook writes it where ``DEEPSELECT_TEST_LOG`` names the file), the workers' pieces
+and each piece's exit status, each worker's and the run's tests passed, failed,
+errors and skipped, and OUT/unfinished.ids: the tests with no outcome (a piece cut
+by the deadline loses only its unfinished tests). A piece cut by the deadline or
+crashed counts one error more (the test it was in).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from pathlib import Path
 
 TOP_TESTS = 25
 """Test functions listed in ``compiles``' summary."""
+FAILED, MAX_FAILED = ("FAILED ", "ERROR "), 40
+"""pytest's lines naming a failed test, and how many of them ``tally`` repeats."""
 
 
 def function(test_id: str) -> str:
@@ -123,6 +134,96 @@ def compiles_of_run(out: Path) -> list[str]:
     return lines
 
 
+def pytest_runtest_logreport(report) -> None:
+    """A pytest hook (``pytest -p gpu_test_pieces``, as gpu_run.sh's workers run): where
+    ``DEEPSELECT_TEST_LOG`` names a file, each test phase's outcome as it ends, one
+    line ``<test id> <phase> <outcome>`` (tab-separated), for ``tally``."""
+    path = os.environ.get("DEEPSELECT_TEST_LOG")
+    if not path:
+        return
+    try:  # one short write a line: whole lines between processes
+        with open(path, "a") as f:
+            f.write(f"{report.nodeid}\t{report.when}\t{report.outcome}\n")
+    except OSError:
+        pass
+
+
+def outcomes(out: Path) -> dict[str, str]:
+    """Each test's outcome in OUT/results.tsv: passed, failed (its call), error (its
+    setup or teardown), skipped."""
+    got: dict[str, str] = {}
+    path = out / "results.tsv"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        f = line.split("\t")
+        if len(f) != 3:
+            continue
+        test, when, outcome = f
+        if outcome == "failed":
+            got[test] = "failed" if when == "call" else "error"
+        elif outcome == "skipped" and got.get(test) not in ("failed", "error"):
+            got[test] = "skipped"
+        elif when == "call" and test not in got:
+            got[test] = "passed"
+    return got
+
+
+def tally(out: Path, tests: int, collect_errors: int, seconds: int) -> tuple[list[str], bool]:
+    """The run's report (lines) and whether every test passed (skips allowed)."""
+    got = outcomes(out)
+    kinds = ("passed", "failed", "error", "skipped")
+    total = dict.fromkeys(kinds, 0)
+    total["error"] = collect_errors
+    lines, bad, unfinished = [], False, []
+    for w in range(sum(1 for _ in out.glob("worker_*.pieces"))):
+        mine = dict.fromkeys(kinds, 0)
+        state = "ok"
+        for j in (out / f"worker_{w}.pieces").read_text().split():
+            ids = (out / f"{j}.ids").read_text().splitlines()
+            rc_file = out / f"{j}.rc"
+            rc = rc_file.read_text().strip() if rc_file.is_file() else "1"
+            for t in ids:
+                if t in got:
+                    mine[got[t]] += 1
+                else:
+                    unfinished.append(t)
+            if rc in ("124", "137"):
+                state = f"TIMEOUT ({j})"
+                mine["error"] += any(t not in got for t in ids)
+            elif rc not in ("0", "5"):
+                state = f"rc={rc} ({j})"
+                mine["error"] += not any(got.get(t) in ("failed", "error") for t in ids)
+        bad |= state != "ok"
+        n = len((out / f"worker_{w}.ids").read_text().splitlines())
+        lines.append(
+            f"worker {w:2d}: {n:3d} tests  {mine['passed']:3d} passed  {mine['failed']:3d} "
+            f"failed  {mine['error']:3d} errors  {mine['skipped']:3d} skipped  {state}"
+        )
+        for k in kinds:
+            total[k] += mine[k]
+    # pieces no worker took (no worker at all): unfinished too
+    taken = {j for f in out.glob("worker_*.pieces") for j in f.read_text().split()}
+    for f in sorted(out.glob("piece_*.ids")):
+        if f.stem not in taken:
+            unfinished += f.read_text().splitlines()
+    ok = not bad and total["failed"] == 0 and total["error"] == 0
+    status = "PASS" if ok else "FAIL"
+    if tests == 0 and collect_errors == 0:
+        status, ok = "FAIL (no tests collected)", False
+    lines.append(
+        f"total: {tests} tests  {total['passed']} passed  {total['failed']} failed  "
+        f"{total['error']} errors  {total['skipped']} skipped  in {seconds} s: {status}"
+    )
+    (out / "unfinished.ids").write_text("".join(t + "\n" for t in unfinished))
+    if not ok:
+        for log in sorted(out.glob("piece_*.log")):
+            lines += [ln for ln in log.read_text().splitlines() if ln.startswith(FAILED)]
+        lines = lines[: len(lines) - sum(ln.startswith(FAILED) for ln in lines) + MAX_FAILED]
+        if unfinished:
+            where = out / "unfinished.ids"
+            lines.append(f"{len(unfinished)} tests not finished in time: their ids in {where}")
+    return lines, ok
+
+
 def main() -> None:
     what, out = sys.argv[1], Path(sys.argv[2])
     if what == "split":
@@ -134,8 +235,12 @@ def main() -> None:
             print(f"{f} {c:.2f}")
     elif what == "compiles":
         print("\n".join(compiles_of_run(out)))
+    elif what == "tally":
+        lines, ok = tally(out, int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        print("\n".join(lines))
+        sys.exit(0 if ok else 1)
     else:
-        sys.exit(f"unknown command {what!r}: split, costs or compiles")
+        sys.exit(f"unknown command {what!r}: split, costs, compiles or tally")
 
 
 if __name__ == "__main__":

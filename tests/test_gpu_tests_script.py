@@ -86,25 +86,48 @@ def test_the_tests_the_time_ran_out_on_are_listed(tmp_path):
     assert sorted(collected(again)) == sorted(ids)
 
 
+def run_own_project(tmp_path: Path, name: str, source: str, **env_vars: str):
+    """gpu_run.sh in a project of its own: the script and ``tests/<name>`` holding
+    ``source``; the finished process."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "tests").mkdir()
+    for script in ("gpu_run.sh", "gpu_test_pieces.py", "gpu_test_costs.txt"):
+        shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
+    (tmp_path / "tests" / name).write_text(source)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), BENCH="0", TESTS_MARK="", WORKERS="2")
+    env.update(env_vars)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "gpu_run.sh")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
 def test_a_failing_test_fails_the_run(tmp_path):
     """In a project of its own (the script, two tests, one failing), the run fails and
     names the failed test."""
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "tests").mkdir()
-    for name in ("gpu_run.sh", "gpu_test_pieces.py", "gpu_test_costs.txt"):
-        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
-    (tmp_path / "tests" / "test_fails.py").write_text(
-        "def test_ok():\n    pass\n\n\ndef test_fails():\n    assert 1 == 2\n"
-    )
-    env = dict(os.environ, OUT=str(tmp_path / "out"), BENCH="0", TESTS_MARK="", WORKERS="2")
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    r = subprocess.run(
-        ["bash", str(tmp_path / "scripts" / "gpu_run.sh")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    r = run_own_project(
+        tmp_path, "test_fails.py",
+        "def test_ok():\n    pass\n\n\ndef test_fails():\n    assert 1 == 2\n",
     )  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
     assert "total: 2 tests  1 passed  1 failed  0 errors" in r.stdout, r.stdout
     assert "FAILED tests/test_fails.py::test_fails" in r.stdout
+
+
+def test_a_piece_cut_by_the_deadline_keeps_what_it_finished(tmp_path):
+    """A piece the deadline cuts counts the tests it finished, one error for the test
+    it was in, and lists only the tests with no outcome as unfinished."""
+    source = (
+        "import time\n\nimport pytest\n\n\n"
+        "@pytest.mark.parametrize('i', range(3))\n"
+        "def test_step(i):\n    if i == 2:\n        time.sleep(60)\n"
+    )
+    r = run_own_project(tmp_path, "test_slow.py", source, WORKERS="1", TESTS_TIMEOUT="15")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "total: 3 tests  2 passed  0 failed  1 errors" in r.stdout, r.stdout
+    left = (tmp_path / "out" / "unfinished.ids").read_text().splitlines()
+    assert left == ["tests/test_slow.py::test_step[2]"], left
 
 
 def test_pieces_ordered_by_their_cost(tmp_path):
