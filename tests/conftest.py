@@ -184,4 +184,3 @@ def pytest_collection_modifyitems(config, items):
 
 if os.environ.get("DEEPSELECT_COMPILE_LOG"):
     _log_compiles(os.environ["DEEPSELECT_COMPILE_LOG"])
-
