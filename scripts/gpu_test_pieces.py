@@ -17,7 +17,8 @@ must not start last again).
 
 ``costs``: from a run's OUT/piece_<j>.ids, .log and .rc, each function's seconds
 per test (pieces that ran to the end only, one function per piece), for the next
-run's COSTS.
+run's COSTS; ``whole`` after a function whose pieces compiled the same kernels in
+several processes (OUT/compiles.tsv), which ``split`` then keeps in one piece.
 
 ``compiles``: from OUT/compiles.tsv (one line a Triton compile: process, kernel,
 hash, cache hit, seconds, time, test function, as the tests' conftest writes it where
@@ -52,18 +53,25 @@ def function(test_id: str) -> str:
     return test_id.split("[")[0]
 
 
-def read_costs(path: str | None) -> dict[str, float]:
+def read_costs(path: str | None) -> tuple[dict[str, float], set[str]]:
+    """A costs file's seconds per test of each function, and the functions marked
+    ``whole``."""
     costs: dict[str, float] = {}
+    whole: set[str] = set()
     if not path or not Path(path).is_file():
-        return costs
+        return costs, whole
     for line in Path(path).read_text().splitlines():
         f = line.split()
-        if len(f) == 2 and not line.startswith("#"):
+        if len(f) in (2, 3) and not line.startswith("#"):
             costs[f[0]] = float(f[1])
-    return costs
+            if f[2:] == ["whole"]:
+                whole.add(f[0])
+    return costs, whole
 
 
-def split(out: Path, p: int, ids: list[str], costs: dict[str, float]) -> None:
+def split(
+    out: Path, p: int, ids: list[str], costs: dict[str, float], whole: frozenset[str] = frozenset()
+) -> None:
     funcs: dict[str, list[str]] = {}
     for i in ids:
         funcs.setdefault(function(i), []).append(i)
@@ -78,6 +86,8 @@ def split(out: Path, p: int, ids: list[str], costs: dict[str, float]) -> None:
         size = cap
         if costs:  # no piece longer than a 3P-th of the estimated total
             size = max(1, min(cap, math.ceil(budget / per[f])))
+        if f in whole:  # its tests share their kernels: pieces would compile them twice
+            size = len(tests)
         pieces += [tests[j : j + size] for j in range(0, len(tests), size)]
     pieces.sort(key=lambda pc: (per[function(pc[0])] * len(pc), len(pc)), reverse=True)
     for j, piece in enumerate(pieces):
@@ -102,7 +112,8 @@ def costs_of_run(out: Path) -> dict[str, float]:
     return {f: seconds / n for f, (seconds, n) in spent.items()}
 
 
-def compiles_of_run(out: Path) -> list[str]:
+def _compiles(out: Path) -> list[tuple[str, str, str, float, str]]:
+    """OUT/compiles.tsv's compiles (cache misses): process, kernel, hash, seconds, test."""
     log = out / "compiles.tsv"
     rows = []
     if log.is_file():
@@ -111,6 +122,26 @@ def compiles_of_run(out: Path) -> list[str]:
             if len(f) >= 5 and f[3] == "0":  # misses only: a hit costs no compile
                 test = f[6] if len(f) >= 7 else "?"  # (a log before the test column)
                 rows.append((f[0], f[1], f[2], float(f[4]), test))
+    return rows
+
+
+SHARED_REPEATS = 1.5
+"""``costs`` marks a function ``whole`` where its compiles were at least this many times
+its distinct ones: its pieces, in several processes, compiled the same kernels."""
+
+
+def shared_kernels(out: Path) -> set[str]:
+    """The test functions whose pieces compiled the same kernels (``costs``' ``whole``)."""
+    n: dict[str, list] = {}
+    for _, _, key, _, test in _compiles(out):
+        c = n.setdefault(test, [0, set()])
+        c[0] += 1
+        c[1].add(key)
+    return {t for t, (k, keys) in n.items() if k >= SHARED_REPEATS * len(keys)}
+
+
+def compiles_of_run(out: Path) -> list[str]:
+    rows = _compiles(out)
     total = sum(r[3] for r in rows)
     first: dict[str, float] = {}
     by: dict[str, dict[str, list]] = {"kernel": {}, "test": {}}
@@ -227,12 +258,13 @@ def tally(out: Path, tests: int, collect_errors: int, seconds: int) -> tuple[lis
 def main() -> None:
     what, out = sys.argv[1], Path(sys.argv[2])
     if what == "split":
-        costs = read_costs(sys.argv[4] if len(sys.argv) > 4 else None)
-        split(out, int(sys.argv[3]), sys.stdin.read().splitlines(), costs)
+        costs, whole = read_costs(sys.argv[4] if len(sys.argv) > 4 else None)
+        split(out, int(sys.argv[3]), sys.stdin.read().splitlines(), costs, frozenset(whole))
     elif what == "costs":
         print("# seconds per test of each GPU test function (scripts/gpu_test_pieces.py costs)")
+        shared = shared_kernels(out)
         for f, c in sorted(costs_of_run(out).items(), key=lambda fc: -fc[1]):
-            print(f"{f} {c:.2f}")
+            print(f"{f} {c:.2f}" + (" whole" if f in shared else ""))
     elif what == "compiles":
         print("\n".join(compiles_of_run(out)))
     elif what == "tally":

@@ -175,6 +175,36 @@ def test_costs_of_a_run(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
     assert rows == [["a.py::f", "4.00"]]
+    # two processes compiled f's two kernels each (f's pieces share them): f is "whole"
+    log = [(pid, "k", key, "0", "1.0", "0", "a.py::f") for pid in "12" for key in ("h1", "h2")]
+    (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log))
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "costs", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
+    assert rows == [["a.py::f", "4.00", "whole"]]
+
+
+def test_a_whole_function_stays_in_one_piece(tmp_path):
+    """A function the costs file marks ``whole`` is not cut, however long; the same
+    function without the mark is."""
+    ids = [f"t.py::cheap[{i}]" for i in range(12)] + [f"t.py::dear[{i}]" for i in range(6)]
+    for mark, want in (("", False), (" whole", True)):
+        costs = tmp_path / "costs.txt"
+        costs.write_text(f"# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0{mark}\n")
+        out = tmp_path / mark.strip()
+        out.mkdir(exist_ok=True)
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "split", str(out),
+             "2", str(costs)],
+            input="\n".join(ids) + "\n", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        pieces = [f.read_text().split() for f in sorted(out.glob("piece_*.ids"))]
+        assert sorted(t for p in pieces for t in p) == sorted(ids)
+        dear = [p for p in pieces if "dear" in p[0]]
+        assert (len(dear) == 1) == want, dear
 
 
 def test_compiles_of_a_run(tmp_path):
