@@ -7,11 +7,6 @@ CUDA-graph replays, interleaved, inputs rotated past the L2, beside ``x * 1.0``;
 compared bit for bit (mask) or within fp32 rounding (renorm).
 
     python benchmarks/sampling_rank_variants.py [--rows 1 64 256] [--k 512 1024]
-        [--tiles 8192 65536]
-
-``--tiles``: ``ranked`` again with the pass's tiles fixed at each of these byte sizes
-(``triton_sampling.TILE_BYTES``, no shrinking to reach ``MIN_PROGRAMS``): fewer programs
-a row, so fewer of them sort the same selection.
 
 fp32 normal logits of V = 129,280 (their softmax for renorm), k per row in ``[k/2, k]``,
 ``k_max = k``.
@@ -32,17 +27,13 @@ VARIANTS = {"ranked": RULE, "best_first": lambda k, m: isinstance(k, torch.Tenso
 OPS = {"mask": engine.top_k_mask_logits, "renorm": engine.top_k_renorm_probs}
 
 
-def _call(op: str, kt: torch.Tensor, k: int, rule, tile_bytes: int | None = None):
+def _call(op: str, kt: torch.Tensor, k: int, rule):
     def run(x):
-        saved = triton_sampling.TILE_BYTES, triton_sampling.MIN_PROGRAMS
         triton_sampling.best_first = rule
-        if tile_bytes is not None:
-            triton_sampling.TILE_BYTES, triton_sampling.MIN_PROGRAMS = tile_bytes, 0
         try:
             return OPS[op](x, kt, k_max=k)
         finally:
             triton_sampling.best_first = RULE
-            triton_sampling.TILE_BYTES, triton_sampling.MIN_PROGRAMS = saved
 
     return run
 
@@ -52,18 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, nargs="*", default=[1, 64, 256])
     p.add_argument("--k", type=int, nargs="*", default=[512, 1024])
     p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--tiles", type=int, nargs="*", default=[], help="bytes a tile")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
     v, bad = 129280, 0
-    tiled = [f"ranked@{b}" for b in a.tiles]
-    print(
-        "op | rows | k | ranked us | best_first us | x*1.0 us | ranked / best_first | "
-        + "".join(f"{n} us | " for n in tiled)
-        + "status"
-    )
+    print("op | rows | k | ranked us | best_first us | x*1.0 us | ranked / best_first | status")
     for op in OPS:
         for rows in a.rows:
             for k in a.k:
@@ -74,9 +59,6 @@ def main(argv: list[str] | None = None) -> int:
                     xs = [x.softmax(dim=1) for x in xs]
                 kt = torch.randint(max(1, k // 2), k + 1, (rows,), device="cuda", generator=g)
                 fns = {n: _call(op, kt, k, r) for n, r in VARIANTS.items()}
-                fns.update(
-                    {n: _call(op, kt, k, RULE, b) for n, b in zip(tiled, a.tiles, strict=True)}
-                )
                 want = fns["ranked"](xs[0])
                 ok = True
                 for name in [n for n in fns if n != "ranked"]:
@@ -94,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{op} | {rows} | {k} | {us['ranked']:.1f} | {us['best_first']:.1f} | "
                     f"{us['rw']:.1f} | {us['ranked'] / us['best_first']:.2f} | "
-                    + "".join(f"{us[n]:.1f} | " for n in tiled)
-                    + f"{'ok' if ok else 'DIFFERS'}",
+                    f"{'ok' if ok else 'DIFFERS'}",
                     flush=True,
                 )
     return 1 if bad else 0
