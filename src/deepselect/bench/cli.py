@@ -11,7 +11,7 @@ from .. import distributions, runinfo
 from .cases import DTYPES, GRID_SCENARIO, case_list, format_size, parse_size, scenario_list
 from .libraries import backend_problem, deepselect_library, extra_libraries
 from .metrics import bandwidth_unit
-from .report import notes, render_read_table, render_table, summary, write_csv
+from .report import notes, progress_bar, render_read_table, render_table, summary, write_csv
 from .run import BenchConfig, _short, case_fields, run_case, run_read_case
 from .timing import READ_METHODS, cache_bytes, measure_read_peak
 
@@ -195,17 +195,8 @@ def _announce(err, name: str, info: dict, config: BenchConfig, count: int) -> No
 def _run_cases(err, cases, dists, config: BenchConfig, ours, extras) -> list[dict]:
     """Every case of every distribution, behind a progress bar; a case that fails
     becomes a row saying why, and the others go on."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     rows: list[dict] = []
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
+    progress = progress_bar(err)
     with progress:
         task = progress.add_task("bench", total=len(cases) * len(dists))
         for dist in dists:

@@ -44,7 +44,7 @@ from .cases import DTYPES, GRID_SCENARIO, Case, format_size
 from .checks import EXACT, check_against_oracle, check_exact
 from .libraries import FLASHINFER_MODES, flashinfer_libraries, flashinfer_ragged
 from .metrics import bandwidth_unit, effective_bytes, percent, speedup, tbps
-from .report import format_time, write_csv
+from .report import format_time, progress_bar, write_csv
 from .run import BenchConfig, _short, budget_inputs
 from .timing import time_fn, time_fns
 
@@ -471,13 +471,8 @@ def run_cell(cell: Cell, dist: str, config: BenchConfig, libs: GridLibraries) ->
 def _run_all(err, cells, dists, config, libs) -> list[dict]:
     """Every cell on normal rows, then on each adversarial kind, behind a progress bar;
     a cell that fails becomes a row saying why, and the others go on."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     rows: list[dict] = []
-    progress = Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err, transient=True,
-    )  # fmt: skip
+    progress = progress_bar(err)
     with progress:
         task = progress.add_task(GRID_SCENARIO, total=len(cells) * len(dists))
         for cell in cells:

@@ -13,6 +13,17 @@ from .metrics import SPREAD_WARN, bandwidth_unit
 from .run import BASE_COLUMNS
 
 
+def progress_bar(console):
+    """A rich progress bar on ``console`` that goes when done: what runs, how many of
+    how many, the time so far."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    )  # fmt: skip
+
+
 def columns_for(extra_names: Sequence[str]) -> list[str]:
     cols = list(BASE_COLUMNS)
     for name in extra_names:

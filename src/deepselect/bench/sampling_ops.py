@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from .. import engine
+from .report import progress_bar
 from .timing import cold_copies, time_fns
 
 OPS = (
@@ -223,7 +224,10 @@ def plot(rows: list[dict], out_dir: str | Path) -> list[Path]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the grid; print the table, write the CSV and the plots asked for."""
+    """Run the grid behind a progress bar; print the table, write the CSV and the plots
+    asked for."""
+    from rich.console import Console
+
     from .. import runinfo
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -236,15 +240,22 @@ def main(args: argparse.Namespace) -> int:
     fi_ops = _flashinfer_ops() if device == "cuda" else {}
     print(f"sampling ops on {device}; FlashInfer: {', '.join(fi_ops) or 'not available'}")
     rows = []
-    for case in grid(args, device):
-        try:
-            rows.append(run_case(*case, device, repeats, args.seed, fi_ops))
-        except Exception as exc:  # noqa: BLE001 - one broken case must not lose the others
+    cases = grid(args, device)
+    with progress_bar(Console(stderr=True)) as progress:
+        task = progress.add_task("sampling-ops", total=len(cases))
+        for case in cases:
             op, b, v, k, per_row = case
             kind = "per-row" if per_row else "int"
-            rows.append(dict(op=op, batch=b, vocab=v, k=k, k_kind=kind, status=f"error: {exc}"))
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            progress.update(task, description=f"{op} b={b} V={v} k={k} {kind}")
+            try:
+                rows.append(run_case(*case, device, repeats, args.seed, fi_ops))
+            except Exception as exc:  # noqa: BLE001 - one broken case must not lose the others
+                rows.append(
+                    dict(op=op, batch=b, vocab=v, k=k, k_kind=kind, status=f"error: {exc}")
+                )
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            progress.advance(task)
     print_table(rows)
     if args.csv:
         print(f"CSV: {write_csv(rows, args.csv, runinfo.run_info(device))}")
