@@ -123,7 +123,7 @@ def test_a_piece_cut_by_the_deadline_keeps_what_it_finished(tmp_path):
         "@pytest.mark.parametrize('i', range(3))\n"
         "def test_step(i):\n    if i == 2:\n        time.sleep(60)\n"
     )
-    r = run_own_project(tmp_path, "test_slow.py", source, WORKERS="1", TESTS_TIMEOUT="15")
+    r = run_own_project(tmp_path, "test_slow.py", source, WORKERS="1", TESTS_TIMEOUT="8")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "total: 3 tests  2 passed  0 failed  1 errors" in r.stdout, r.stdout
     left = (tmp_path / "out" / "unfinished.ids").read_text().splitlines()
