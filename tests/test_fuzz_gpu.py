@@ -12,8 +12,8 @@ the command that replays it. Environment:
 
 * ``DEEPSELECT_FUZZ_CASES`` — how many cases (default 150); the first N cases of
   any run are the same, so ``DEEPSELECT_FUZZ_CASES=100`` is "the first 100";
-* ``DEEPSELECT_FUZZ_SEED`` — the base seed (default: from the checkout's commit,
-  :func:`default_seed`, so each commit runs other cases and one commit always the
+* ``DEEPSELECT_FUZZ_SEED`` — the base seed (default: from the package's source,
+  :func:`default_seed`, so each change runs other cases and one tree always the
   same: almost every case compiles kernels of its own, and a run of the GPU suite
   has time for about 150 of them);
 * ``DEEPSELECT_FUZZ_START`` — the first case number to run (default 0).
@@ -267,17 +267,19 @@ def _replay(c: Case, base: int) -> str:
 
 
 def default_seed(root: str = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) -> int:
-    """The base seed of a run that names none: the checkout's commit (its first 24 bits),
-    or 0 outside a git checkout."""
-    import subprocess
+    """The base seed of a run that names none: 24 bits of a hash of the package's source
+    under ``root`` (``src/deepselect``, every ``.py`` file's path and bytes), so that a
+    changed tree draws other cases and the same tree the same ones, whatever its git
+    metadata says; 0 where ``root`` holds no source."""
+    import hashlib
+    from pathlib import Path
 
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        return int(sha[:6], 16)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return 0
+    h = hashlib.sha256()
+    src = Path(root) / "src" / "deepselect"
+    files = sorted(src.rglob("*.py")) if src.is_dir() else []
+    for f in files:
+        h.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes())
+    return int(h.hexdigest()[:6], 16) if files else 0
 
 
 def _settings(default_cases: int) -> tuple[int, int, int]:
@@ -357,15 +359,16 @@ def test_fuzz_covers_every_dtype_order_option_and_distribution(seed):
     assert [c.describe() for c in again] == [c.describe() for c in drawn]
 
 
-def test_the_default_seed_follows_the_commit(tmp_path):
-    """A run that names no seed takes one from the checkout's commit (the same for the
-    same commit), and 0 outside a checkout."""
-    import subprocess
-
+def test_the_default_seed_follows_the_source(tmp_path):
+    """A run that names no seed takes one from the package's source: the same for the
+    same source, another where one file changes, 0 where there is no source."""
     seed = default_seed()
-    assert 0 <= seed < 1 << 24 and default_seed() == seed
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                          cwd=os.path.dirname(__file__)).stdout.strip()  # fmt: skip
-    if head:
-        assert seed == int(head[:6], 16)
-    assert default_seed(str(tmp_path)) == 0
+    assert 0 < seed < 1 << 24 and default_seed() == seed
+    src = tmp_path / "src" / "deepselect"
+    src.mkdir(parents=True)
+    (src / "a.py").write_text("x = 1\n")
+    first = default_seed(str(tmp_path))
+    assert default_seed(str(tmp_path)) == first
+    (src / "a.py").write_text("x = 2\n")
+    assert default_seed(str(tmp_path)) != first
+    assert default_seed(str(tmp_path / "elsewhere")) == 0
