@@ -231,11 +231,6 @@ def tally(out: Path, tests: int, collect_errors: int, seconds: int) -> tuple[lis
         )
         for k in kinds:
             total[k] += mine[k]
-    # pieces no worker took (no worker at all): unfinished too
-    taken = {j for f in out.glob("worker_*.pieces") for j in f.read_text().split()}
-    for f in sorted(out.glob("piece_*.ids")):
-        if f.stem not in taken:
-            unfinished += f.read_text().splitlines()
     ok = not bad and total["failed"] == 0 and total["error"] == 0
     status = "PASS" if ok else "FAIL"
     if tests == 0 and collect_errors == 0:
@@ -246,9 +241,8 @@ def tally(out: Path, tests: int, collect_errors: int, seconds: int) -> tuple[lis
     )
     (out / "unfinished.ids").write_text("".join(t + "\n" for t in unfinished))
     if not ok:
-        for log in sorted(out.glob("piece_*.log")):
-            lines += [ln for ln in log.read_text().splitlines() if ln.startswith(FAILED)]
-        lines = lines[: len(lines) - sum(ln.startswith(FAILED) for ln in lines) + MAX_FAILED]
+        logs = [log.read_text().splitlines() for log in sorted(out.glob("piece_*.log"))]
+        lines += [ln for log in logs for ln in log if ln.startswith(FAILED)][:MAX_FAILED]
         if unfinished:
             where = out / "unfinished.ids"
             lines.append(f"{len(unfinished)} tests not finished in time: their ids in {where}")

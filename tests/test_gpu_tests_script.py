@@ -86,6 +86,26 @@ def test_the_tests_the_time_ran_out_on_are_listed(tmp_path):
     assert sorted(collected(again)) == sorted(ids)
 
 
+def pieces_script(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``scripts/gpu_test_pieces.py`` with ``args`` (and ``stdin``), finished."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), *args],
+        input=stdin, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def split_pieces(out: Path, ids: list[str], costs: str) -> list[list[str]]:
+    """``split`` of ``ids`` for two workers with ``costs`` (the costs file's text) into
+    ``out``: the pieces in order, which hold every test once."""
+    path = out / "costs.txt"
+    path.write_text(costs)
+    r = pieces_script("split", str(out), "2", str(path), stdin="\n".join(ids) + "\n")
+    assert r.returncode == 0, r.stderr
+    pieces = [f.read_text().split() for f in sorted(out.glob("piece_*.ids"))]
+    assert sorted(t for p in pieces for t in p) == sorted(ids)
+    return pieces
+
+
 def run_own_project(tmp_path: Path, name: str, source: str, **env_vars: str):
     """gpu_run.sh in a project of its own: the script and ``tests/<name>`` holding
     ``source``; the finished process."""
@@ -136,16 +156,8 @@ def test_pieces_ordered_by_their_cost(tmp_path):
     the expected total, one test at least."""
     ids = [f"t.py::cheap[{i}]" for i in range(12)] + [f"t.py::dear[{i}]" for i in range(6)]
     ids += ["t.py::unknown[0]", "t.py::unknown[1]"]
-    costs = tmp_path / "costs.txt"
-    costs.write_text("# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0\n")
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "split", str(tmp_path),
-         "2", str(costs)],
-        input="\n".join(ids) + "\n", capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    pieces = [f.read_text().split() for f in sorted(tmp_path.glob("piece_*.ids"))]
-    assert sorted(t for p in pieces for t in p) == sorted(ids)
+    costs = "# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0\n"
+    pieces = split_pieces(tmp_path, ids, costs)
     cost = {"cheap": 1.0, "dear": 20.0, "unknown": 10.5}  # unknown: the median
     est = [cost[p[0].split("::")[1].split("[")[0]] * len(p) for p in pieces]
     assert est == sorted(est, reverse=True)
@@ -168,22 +180,17 @@ def test_costs_of_a_run(tmp_path):
         (tmp_path / f"{name}.ids").write_text("\n".join(tests) + "\n")
         (tmp_path / f"{name}.log").write_text(log + "\n")
         (tmp_path / f"{name}.rc").write_text(rc + "\n")
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "costs", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
-    assert rows == [["a.py::f", "4.00"]]
+
+    def costs():
+        r = pieces_script("costs", str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        return [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
+
+    assert costs() == [["a.py::f", "4.00"]]
     # two processes compiled f's two kernels each (f's pieces share them): f is "whole"
     log = [(pid, "k", key, "0", "1.0", "0", "a.py::f") for pid in "12" for key in ("h1", "h2")]
     (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log))
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "costs", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    rows = [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
-    assert rows == [["a.py::f", "4.00", "whole"]]
+    assert costs() == [["a.py::f", "4.00", "whole"]]
 
 
 def test_a_whole_function_stays_in_one_piece(tmp_path):
@@ -191,18 +198,10 @@ def test_a_whole_function_stays_in_one_piece(tmp_path):
     function without the mark is."""
     ids = [f"t.py::cheap[{i}]" for i in range(12)] + [f"t.py::dear[{i}]" for i in range(6)]
     for mark, want in (("", False), (" whole", True)):
-        costs = tmp_path / "costs.txt"
-        costs.write_text(f"# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0{mark}\n")
-        out = tmp_path / mark.strip()
-        out.mkdir(exist_ok=True)
-        r = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "split", str(out),
-             "2", str(costs)],
-            input="\n".join(ids) + "\n", capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr
-        pieces = [f.read_text().split() for f in sorted(out.glob("piece_*.ids"))]
-        assert sorted(t for p in pieces for t in p) == sorted(ids)
+        out = tmp_path / (mark.strip() or "cut")
+        out.mkdir()
+        costs = f"# seconds per test\nt.py::cheap 1.0\nt.py::dear 20.0{mark}\n"
+        pieces = split_pieces(out, ids, costs)
         dear = [p for p in pieces if "dear" in p[0]]
         assert (len(dear) == 1) == want, dear
 
@@ -221,10 +220,7 @@ def test_compiles_of_a_run(tmp_path):
         ("4", "b_kernel", "h4", "0", "2.0"),  # no test column
     ]
     (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log))
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_test_pieces.py"), "compiles", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    r = pieces_script("compiles", str(tmp_path))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == (
