@@ -1,5 +1,6 @@
 """scripts/gpu_run.sh cuts the GPU tests into a queue of pieces and runs them in parallel
-workers (checked here on the CPU over test_keys.py's tests, the benchmark left out)."""
+workers (checked here on the CPU over light tests in projects of their own, the benchmark
+left out)."""
 
 from __future__ import annotations
 
@@ -20,18 +21,57 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+KEYS_LIKE = """import pytest
+
+
+@pytest.mark.parametrize("dtype", range(4))
+@pytest.mark.parametrize("kind", range(4))
+def test_keys_preserve_order(dtype, kind):
+    pass
+
+
+@pytest.mark.parametrize("dtype", range(4))
+def test_largest_false_mirrors(dtype):
+    pass
+
+
+@pytest.mark.parametrize("dtype", range(4))
+@pytest.mark.parametrize("largest", [True, False])
+def test_round_trip(dtype, largest):
+    pass
+
+
+@pytest.mark.parametrize("dtype", range(4))
+def test_key_range(dtype):
+    pass
+
+
+@pytest.mark.parametrize("a", range(3))
+def test_pairwise_order(a):
+    pass
+
+
+def test_bad_dtype():
+    pass
+"""
+"""A test module shaped like test_keys.py (36 tests in six functions of 1 to 16
+parametrisations) that imports nothing heavy: each of the script's pytest processes
+starts in a fraction of a second."""
+
+
 def run_script(
     tmp_path: Path, workers: int, dry: bool, k: str = "", seconds: int = 250, status: int = 0,
-    target: str = "tests/test_keys.py",
+    target: str | None = None,
 ) -> str:  # fmt: skip
-    """gpu_run.sh over ``target``'s tests, every marker (``k``: a -k expression;
-    ``seconds`` its TESTS_TIMEOUT), which must exit with ``status``; its output."""
-    env = dict(os.environ, OUT=str(tmp_path), TESTS_DRY="1" if dry else "0", BENCH="0")
-    env.update(TESTS_MARK="", WORKERS=str(workers), TESTS_K=k, TESTS_TIMEOUT=str(seconds))
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    r = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gpu_run.sh"), target],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    """gpu_run.sh over :data:`KEYS_LIKE`'s tests (or ``target``: a file of their ids),
+    every marker (``k``: a -k expression; ``seconds`` its TESTS_TIMEOUT), in a project
+    of its own beside ``tmp_path``, its logs in ``tmp_path``; it must exit with
+    ``status``; its output."""
+    project = tmp_path.with_name(tmp_path.name + "-project")
+    r = run_own_project(
+        project, "test_keys_like.py", KEYS_LIKE, *([target] if target else []),
+        OUT=str(tmp_path), TESTS_DRY="1" if dry else "0", WORKERS=str(workers), TESTS_K=k,
+        TESTS_TIMEOUT=str(seconds),
     )  # fmt: skip
     assert r.returncode == status, r.stdout + r.stderr
     return r.stdout
@@ -106,10 +146,10 @@ def split_pieces(out: Path, ids: list[str], costs: str) -> list[list[str]]:
     return pieces
 
 
-def run_own_project(tmp_path: Path, name: str, source: str, **env_vars: str):
-    """gpu_run.sh in a project of its own: the script and ``tests/<name>`` holding
-    ``source``; the finished process."""
-    (tmp_path / "scripts").mkdir()
+def run_own_project(tmp_path: Path, name: str, source: str, *args: str, **env_vars: str):
+    """gpu_run.sh (with ``args``) in a project of its own: the script and
+    ``tests/<name>`` holding ``source``; the finished process."""
+    (tmp_path / "scripts").mkdir(parents=True)
     (tmp_path / "tests").mkdir()
     for script in ("gpu_run.sh", "gpu_test_pieces.py", "gpu_test_costs.txt"):
         shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
@@ -118,7 +158,7 @@ def run_own_project(tmp_path: Path, name: str, source: str, **env_vars: str):
     env.update(env_vars)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return subprocess.run(
-        ["bash", str(tmp_path / "scripts" / "gpu_run.sh")],
+        ["bash", str(tmp_path / "scripts" / "gpu_run.sh"), *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
