@@ -127,7 +127,7 @@ for ((w = 0; w < P && ${#pieces[@]} > 0; w++)); do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-[ ${#pieces[@]} -gt 0 ] && python3 scripts/gpu_test_pieces.py costs "$OUT" >"$OUT/test_costs.txt"
+[ ${#pieces[@]} -gt 0 ] && python3 scripts/gpu_test_pieces.py costs "$OUT" scripts/gpu_test_costs.txt >"$OUT/test_costs.txt"
 unset DEEPSELECT_COMPILE_LOG
 python3 scripts/gpu_test_pieces.py compiles "$OUT" >"$OUT/compiles.txt"
 

@@ -18,7 +18,8 @@ must not start last again).
 ``costs``: from a run's OUT/piece_<j>.ids, .log and .rc, each function's seconds
 per test (pieces that ran to the end only, one function per piece), for the next
 run's COSTS; ``whole`` after a function whose pieces compiled the same kernels in
-several processes (OUT/compiles.tsv), which ``split`` then keeps in one piece.
+several processes (OUT/compiles.tsv), which ``split`` then keeps in one piece, and
+after one the run's own COSTS (``costs OUT COSTS``) marked so.
 
 ``compiles``: from OUT/compiles.tsv (one line a Triton compile: process, kernel,
 hash, cache hit, seconds, time, test function, as the tests' conftest writes it where
@@ -256,7 +257,9 @@ def main() -> None:
         split(out, int(sys.argv[3]), sys.stdin.read().splitlines(), costs, frozenset(whole))
     elif what == "costs":
         print("# seconds per test of each GPU test function (scripts/gpu_test_pieces.py costs)")
-        shared = shared_kernels(out)
+        # a function kept in one piece compiles its kernels once: it keeps the mark
+        # the run was split by (COSTS), or the next run would cut it again
+        shared = shared_kernels(out) | read_costs(sys.argv[3] if len(sys.argv) > 3 else None)[1]
         for f, c in sorted(costs_of_run(out).items(), key=lambda fc: -fc[1]):
             print(f"{f} {c:.2f}" + (" whole" if f in shared else ""))
     elif what == "compiles":

@@ -209,7 +209,9 @@ def test_pieces_ordered_by_their_cost(tmp_path):
 
 def test_costs_of_a_run(tmp_path):
     """``costs`` reads each finished piece's time off pytest's summary line, per test
-    of its function; a piece cut by the deadline or failed counts for nothing."""
+    of its function; a piece cut by the deadline or failed counts for nothing. A
+    function whose pieces compiled the same kernels is marked ``whole``, and so is one
+    the costs the run was split by marked so."""
     pieces = {
         "piece_0000": (["a.py::f[0]", "a.py::f[1]"], "2 passed in 10.00s", "0"),
         "piece_0001": (["a.py::f[2]"], "1 passed in 2.00s", "0"),
@@ -221,8 +223,8 @@ def test_costs_of_a_run(tmp_path):
         (tmp_path / f"{name}.log").write_text(log + "\n")
         (tmp_path / f"{name}.rc").write_text(rc + "\n")
 
-    def costs():
-        r = pieces_script("costs", str(tmp_path))
+    def costs(*before: str):
+        r = pieces_script("costs", str(tmp_path), *before)
         assert r.returncode == 0, r.stderr
         return [ln.split() for ln in r.stdout.splitlines() if not ln.startswith("#")]
 
@@ -231,6 +233,11 @@ def test_costs_of_a_run(tmp_path):
     log = [(pid, "k", key, "0", "1.0", "0", "a.py::f") for pid in "12" for key in ("h1", "h2")]
     (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log))
     assert costs() == [["a.py::f", "4.00", "whole"]]
+    # kept in one piece by the costs the run was split by, f compiles once: still whole
+    (tmp_path / "compiles.tsv").write_text("".join("\t".join(r) + "\n" for r in log[:2]))
+    assert costs() == [["a.py::f", "4.00"]]
+    (tmp_path / "before.txt").write_text("# seconds per test\na.py::f 9.0 whole\n")
+    assert costs(str(tmp_path / "before.txt")) == [["a.py::f", "4.00", "whole"]]
 
 
 def test_a_whole_function_stays_in_one_piece(tmp_path):
