@@ -24,7 +24,7 @@ from deepselect import topk_rows, triton_short
 from deepselect.bench.timing import cache_bytes, time_fns
 from deepselect.distributions import make
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import run_triton, stream_config
+from deepselect.triton_backend import run_triton, sm_count, stream_config
 from deepselect.triton_bracket import BRACKET, BracketPlan, run_bracket
 
 BF, FP = torch.bfloat16, torch.float32
@@ -123,7 +123,7 @@ def _before(x0, k, opt, ov, oi):
     """The launch the dispatch took before the bracket kernel's rule: the short rows'
     kernel, or the stream."""
     rows, n = x0.shape
-    sm = torch.cuda.get_device_properties(0).multi_processor_count if x0.is_cuda else 4
+    sm = sm_count(x0.device)
     was = triton_short.BRACKET_KP
     triton_short.BRACKET_KP = 0
     triton_short._plan.cache_clear()

@@ -21,7 +21,7 @@ import torch
 from deepselect import triton_short
 from deepselect.bench.timing import cold_copies, time_fns
 from deepselect.options import TopkOptions
-from deepselect.triton_backend import run_triton, stream_config
+from deepselect.triton_backend import run_triton, sm_count, stream_config
 
 K = 2048
 GPU = [(rows, 131072, dt) for dt in (torch.bfloat16, torch.float16) for rows in (40, 64)]
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if dev == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: run on a GPU, or with --cpu", file=sys.stderr)
         return 2
-    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
+    sm = sm_count(torch.device(dev))
     k = K if dev == "cuda" else 64
     print("rows | n | dtype | plan | us | x stream | read us | % read | status", flush=True)
     for rows, n, dt in CPU if a.cpu else GPU:

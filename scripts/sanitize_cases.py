@@ -30,7 +30,7 @@ from deepselect.api import topk_rows
 from deepselect.bench import EXACT, check_against_oracle
 from deepselect.distributions import make
 from deepselect.options import Order, TopkOptions
-from deepselect.triton_backend import launch_config, run_triton
+from deepselect.triton_backend import launch_config, run_triton, sm_count
 from deepselect.triton_short import ShortConfig, run_short, short_path
 
 
@@ -104,7 +104,7 @@ def passes(dtype, sync, tiles=1, dev="cuda", scale=1) -> bool:
     rows, n, k = (6, 1_000_000, 512) if tiles > 1 and scale == 1 else (2, 400_000, 512)
     n, k = n // scale, k // scale
     x = make("distinct32", rows, n, dtype, dev, seed=4)
-    sm = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 4
+    sm = sm_count(torch.device(dev))
     cfg = ShortConfig()
     if scale > 1:  # slices of the interpreter's size, a segment a program
         cfg, sm = ShortConfig(nmax=128, min_seg=64, split_rows=(1.0, 1.0, 1.0)), 128

@@ -88,12 +88,6 @@ def boundaries(dtype: torch.dtype, k: int = 512) -> tuple[list[int], list[int]]:
     return sorted(set(ns)), sorted(set(ks))
 
 
-def _sm_count(device: str) -> int:
-    if device == "cuda":
-        return torch.cuda.get_device_properties(0).multi_processor_count
-    return 4  # what the dispatch assumes off the GPU
-
-
 @dataclass
 class Case:
     number: int
@@ -143,7 +137,7 @@ def draw_case(base_seed: int, number: int, device: str, max_elems: int, max_k: i
     dtype = DTYPES[number % len(DTYPES)]
     kind = KINDS[(number // len(DTYPES)) % len(KINDS)]
     ns, ks = boundaries(dtype)
-    sm = _sm_count(device)
+    sm = _module("triton_backend").sm_count(torch.device(device))
     n_choices = [n for n in ns if n <= max_elems] or [max_elems]
     k_choices = [k for k in ks if k <= max_k]
     what = rng.choice(("n", "n", "k", "rows", "many", "small"))
