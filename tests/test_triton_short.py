@@ -344,6 +344,24 @@ def test_split_windows_and_fills():
     )
 
 
+@pytest.mark.parametrize("cfg", ["split", "deep"])
+def test_split_rows_with_empty_windows(cfg):
+    """Rows whose window is empty (begin = end, end < begin, both past the row) beside
+    rows with one: the empty rows' fills in every output form, from their first program
+    alone (the others leave at once), one merge level or several."""
+    x = make("distinct32", 6, 700, torch.float32, DEV, seed=3)
+    begin = torch.tensor([5, 0, 300, 800, 0, 650], device=DEV)
+    end = torch.tensor([5, 700, 200, 900, 640, 650], device=DEV)
+    off = torch.tensor([10, 20, 30, 40, 50, 60], device=DEV)
+    kw = dict(cfg={"split": SPLIT, "deep": DEEP}[cfg], sm=16)  # in one launch
+    assert short_path(x, 12, TopkOptions(end=end), 16, kw["cfg"]).in_launch
+    for order in Order:
+        check(x, 12, **kw, want_kind="split", begin=begin, end=end, order=order,
+              fill_value=-2.5, fill_index=-4, index_offset=off)  # fmt: skip
+    check(x, 9, **kw, end=end, values=False, largest=False, index_dtype=torch.int64)
+    check(x, 12, **kw, begin=begin, order=Order.VALUE, index_offset=7)
+
+
 def test_plan_in_launch():
     """The in-launch split: segments of nmax, merge groups of whole units of kp
     columns (at least two), each level's groups the next level's units, the last

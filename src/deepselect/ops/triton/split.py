@@ -6,6 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .common import _window
 from .short import SHORT_DEFAULTS, SHORT_GROUPS, _slice_topk
 
 SPLIT_GROUPS = {
@@ -71,7 +72,9 @@ def split_fused_kernel(
     ``[rows, DCT]``: level 0 from column 0, each level's units after the previous
     level's; the last level writes the caller's outputs. The groups are the same runs
     of candidates in index order whoever merges them, so the result is bit for bit
-    that of :func:`short_rows_kernel`'s levels. The other arguments, bundled as
+    that of :func:`short_rows_kernel`'s levels. A row whose window is empty is left to
+    its first program, which climbs the levels as the row's only unit and writes its
+    fills; the others return at once. The other arguments, bundled as
     :data:`SPLIT_GROUPS` names them, as :func:`short_rows_kernel` takes them."""
     x_ptr, stride_xr, stride_xc, N = xin
     ck_ptr, ci_ptr, DCT = cand
@@ -87,6 +90,13 @@ def split_fused_kernel(
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
+    units = nseg
+    if FORM[1]:  # windows: an empty one has no segment to select or merge
+        begin_ptr, end_ptr = win
+        lo, hi = _window(begin_ptr, end_ptr, row, N, FORM[1])
+        if (hi == lo) & (seg > 0):
+            return
+        units = tl.where(hi == lo, 1, nseg)
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
     ck_row = ck_ptr + row64 * DCT
@@ -99,7 +109,6 @@ def split_fused_kernel(
     )  # fmt: skip
     alive = pid >= 0
     unit = seg
-    units = nseg
     col = 0
     cnt_row = cnt_ptr + row64 * NCNT
     for m in tl.static_range(NLEV):
