@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from .common import _window
-from .short import SHORT_DEFAULTS, SHORT_GROUPS, _slice_topk
+from .short import SHORT_DEFAULTS, SHORT_GROUPS, _row_offset, _slice_topk, _write_in_order
 
 SPLIT_GROUPS = {
     **{n: m for n, m in SHORT_GROUPS.items() if n not in ("src", "dst")},
@@ -57,6 +57,22 @@ def _merge_up(
 
 
 @triton.jit
+def _write_fills(row, out, off, fills, k, page, FORM: tl.constexpr, KP: tl.constexpr,
+                 PAGE: tl.constexpr):  # fmt: skip
+    """Outputs ``0 .. k - 1`` of row ``row`` as fills (its window is empty): the fill
+    index, and the fill value where values are written (``FORM[3]``)."""
+    ov_ptr, oi_ptr, stride_ovr, stride_ovc, stride_oir, stride_oic = out
+    off_ptr, off_scalar = off
+    row64 = row.to(tl.int64)
+    orow = (oi_ptr + row64 * stride_oir, stride_oic, ov_ptr + row64 * stride_ovr, stride_ovc)
+    none = tl.zeros([KP], tl.int32)
+    _write_in_order(
+        ov_ptr, 0, none, none != 0, none, 0, k, True, row,
+        _row_offset(off_ptr, off_scalar, row, FORM[2]), orow, fills, page, FORM[3], KP, PAGE,
+    )  # fmt: skip
+
+
+@triton.jit
 def split_fused_kernel(
     xin, win, cand, cnt, out, off, fills, k, L, nseg, page, scr_ptr, KEYS: tl.constexpr,
     FORM: tl.constexpr, SEL: tl.constexpr, SCR: tl.constexpr, NLEV: tl.constexpr,
@@ -72,10 +88,10 @@ def split_fused_kernel(
     ``[rows, DCT]``: level 0 from column 0, each level's units after the previous
     level's; the last level writes the caller's outputs. The groups are the same runs
     of candidates in index order whoever merges them, so the result is bit for bit
-    that of :func:`short_rows_kernel`'s levels. A row whose window is empty is left to
-    its first program, which climbs the levels as the row's only unit and writes its
-    fills; the others return at once. The other arguments, bundled as
-    :data:`SPLIT_GROUPS` names them, as :func:`short_rows_kernel` takes them."""
+    that of :func:`short_rows_kernel`'s levels. A row whose window is empty has only
+    fills: its first program writes them, and every program of the row returns at
+    once. The other arguments, bundled as :data:`SPLIT_GROUPS` names them, as
+    :func:`short_rows_kernel` takes them."""
     x_ptr, stride_xr, stride_xc, N = xin
     ck_ptr, ci_ptr, DCT = cand
     cnt_ptr, NCNT = cnt
@@ -90,14 +106,14 @@ def split_fused_kernel(
     pid = tl.program_id(0)
     row = pid // nseg
     seg = pid % nseg
-    units = nseg
-    if FORM[1]:  # windows: an empty one has no segment to select or merge
+    row64 = row.to(tl.int64)
+    if FORM[1]:  # windows: an empty one has nothing to select or merge, only fills
         begin_ptr, end_ptr = win
         lo, hi = _window(begin_ptr, end_ptr, row, N, FORM[1])
-        if (hi == lo) & (seg > 0):
+        if hi == lo:
+            if seg == 0:
+                _write_fills(row, out, off, fills, k, page, FORM, KP, PAGE)
             return
-        units = tl.where(hi == lo, 1, nseg)
-    row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
     ck_row = ck_ptr + row64 * DCT
     ci_row = ci_ptr + row64 * DCT
@@ -109,6 +125,7 @@ def split_fused_kernel(
     )  # fmt: skip
     alive = pid >= 0
     unit = seg
+    units = nseg
     col = 0
     cnt_row = cnt_ptr + row64 * NCNT
     for m in tl.static_range(NLEV):
