@@ -108,11 +108,14 @@ def top_p(bits: int, raw: str, flt: str, ninf: int, keys: dict) -> None:
             print(build(sampling.top_p_draw_kernel, sig, {**consts, "SP": 128}))
             rows = dict(zip(("x_ptr", "sx_row", "sx_col"), sig["xr"], strict=True))
             part_sig = {n: {**sig, **rows}[n] for n in PART_ARGS}
-            part_sig.update(L="i32")
+            part_sig.update(L="i32", p_scalar="fp64", first=("*fp64", "*i64", "*i32"))
             part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
-                        PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, **keys)  # fmt: skip
-            for check in (False, True):
-                print(build(sampling.top_p_part_kernel, part_sig, {**part, "CHECK": check}))
+                        PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, P_TENSOR=False,
+                        **keys)  # fmt: skip
+            # FIRST: before the selection, the check's last part deciding the row
+            for check, first in ((False, False), (True, False), (False, True), (True, True)):
+                consts = {**part, "CHECK": check, "FIRST": first}
+                print(build(sampling.top_p_part_kernel, part_sig, consts))
 
 
 FAMILIES = {"keep": keep, "sums": sums, "draw": draw, "top_p": top_p}

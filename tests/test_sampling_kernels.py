@@ -316,6 +316,55 @@ def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind, split):
     assert bool(split[1]) == split[0]  # the split ran where asked
 
 
+def test_probabilities_in_parts_select_only_the_rows_they_leave(kernels, monkeypatch, split):
+    """Top-p draws of whole rows of probabilities read in parts: the parts run before
+    the selection, and a row whose candidate (its best Gumbel score) stays gets an
+    empty window there, so the selection leaves it; the rest are selected whole. A row
+    left out draws what it draws with top_p 1 (the candidate); the same tokens as the
+    torch definition. Rows with a NaN, +inf or negative entry (unchecked on a device)
+    are never left out, and draw as when the selection comes first. In one program a
+    row, the selection comes first, over whole rows."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
+    rows, v = 12, 300
+    probs = torch.softmax(make("tiny", rows, v, torch.float32, seed=89), dim=1)
+    gen = torch.Generator().manual_seed(97)
+    seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
+    top_p = torch.tensor([0.99, 1e-9] * (rows // 2), dtype=torch.float64)
+    ends = []
+    real = engine.topk_rows
+
+    def spy(x, m, **kw):
+        ends.append(kw.get("end"))
+        return real(x, m, **kw)
+
+    monkeypatch.setattr(engine, "topk_rows", spy)
+    g = engine.top_k_top_p_sampling_from_probs
+    got = kernels(g, probs, 0, top_p, seeds=seeds)
+    (end,) = ends  # the kernels' one selection
+    assert torch.equal(got, g(probs, 0, top_p, seeds=seeds))
+    if not split[0]:
+        assert end is None
+        return
+    left = end == 0
+    assert set(end.tolist()) <= {0, v} and 0 < int(left.sum()) < rows, end
+    assert torch.equal(got[left], g(probs, 0, 1.0, seeds=seeds)[left])
+    probs[-1, 17] = float("nan")
+    probs[-2, 40] = float("inf")
+    probs[-3, 5] = -probs[-3, 5]
+    for p in (top_p, 0.99, 1.0):
+        ends.clear()
+        first = triton_sampling.top_p_draw(
+            probs, 0, None, None, seeds, p, from_probs=True,
+            select=(4, lambda end: spy(probs, 4, order="value", end=end)),
+        )  # fmt: skip
+        vals, idx = topk_rows(probs, 4, order="value")
+        want = triton_sampling.top_p_draw(probs, 0, vals, idx, seeds, p, from_probs=True)
+        assert torch.equal(first, want), p
+        assert not bool((ends[0][-3:] == 0).any()), ends
+    assert bool(split[1])
+
+
 def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch, split):
     """Probabilities below zero (unchecked on a device; their log, the score, is NaN)
     in flat rows kept whole: the rounds stop at the NaN and the cut's descent decides,

@@ -744,11 +744,11 @@ def _top_p_kernel(x, k, k_max, seeds, p, temp) -> torch.Tensor:
         m = min(kernels.TOP_P_RANKS if k_max is None else k_max, v)
     else:
         m = k
-    vals, idx = _selection(x, m, True)
     squeeze = lambda t: t[:, 0] if isinstance(t, torch.Tensor) else t  # noqa: E731
     return kernels.top_p_draw(
-        x, k, vals, idx, seeds, squeeze(p), 1.0 if temp is None else squeeze(temp),
+        x, k, None, None, seeds, squeeze(p), 1.0 if temp is None else squeeze(temp),
         from_probs=temp is None,
+        select=(m, lambda end: topk_rows(x, m, order=Order.VALUE, end=end)),
     )  # fmt: skip
 
 

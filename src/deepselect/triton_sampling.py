@@ -14,6 +14,8 @@ CUDA graph (no host sync, no value read on the host)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import triton
 
@@ -268,13 +270,14 @@ def _split_parts(rows: int, v: int, k, device: torch.device) -> tuple[int, int]:
 def top_p_draw(
     x: torch.Tensor,
     k: int | torch.Tensor,
-    vals: torch.Tensor,
-    idx: torch.Tensor,
+    vals: torch.Tensor | None,
+    idx: torch.Tensor | None,
     seeds: torch.Tensor,
     top_p: float | torch.Tensor,
     temperature: float | torch.Tensor = 1.0,
     *,
     from_probs: bool = False,
+    select: tuple[int, Callable] | None = None,
 ) -> torch.Tensor:
     """int64 ``[rows]``: each row's seeded draw after its top-k (``k`` an int or an
     integer ``[rows]`` tensor; ``<= 0`` or ``>= V``: the whole row) and top-p, as
@@ -282,9 +285,14 @@ def top_p_draw(
     ``idx`` (``[rows, m]``, best first, ``m >= 1``), reading the row itself where the
     ranks that stay reach past them. ``top_p``: a float or an fp64 ``[rows]`` tensor;
     ``temperature``: a float or a float ``[rows]`` tensor (logits only). One launch,
-    after the parts' two where a few whole rows are read in parts (``_split_parts``)."""
-    rows, m = vals.shape
-    v = x.shape[1]
+    after the parts' two where a few whole rows are read in parts (``_split_parts``).
+
+    ``select = (m, fn)`` in place of ``vals`` and ``idx`` (None): ``fn(end)`` selects
+    them, ``end`` None (whole rows) or an int64 ``[rows]`` of the rows' window ends.
+    Probabilities read in parts then select after the parts, only the rows whose
+    candidate the parts did not draw (the others' windows empty)."""
+    m = vals.shape[1] if select is None else select[0]
+    rows, v = x.shape
     out = torch.empty(rows, dtype=torch.int64, device=x.device)
     if rows == 0:
         return out
@@ -298,24 +306,35 @@ def top_p_draw(
     smem = smem_hist()
     # fixed-point weights (ops.triton.sampling._fixed): V of them sum below 2**62
     fix = float(2 ** (62 - max(v, 1).bit_length()))
+    parts, length = _split_parts(rows, v, k, x.device)
+    first = select is not None and from_probs and parts > 1
+    ends = None
+    if first:  # the parts decide which rows the selection leaves out
+        ends = launch_cache.scratch((rows,), torch.int64, x.device)
+    elif select is not None:
+        vals, idx = select[1](None)
     row_args = (
-        x.view(_RAW[x.dtype]), x.stride(0), x.stride(1), vals.view(_RAW[x.dtype]),
+        x.view(_RAW[x.dtype]), x.stride(0), x.stride(1),
+        x.view(_RAW[x.dtype]) if first else vals.view(_RAW[x.dtype]),  # (no best needed)
         k if k_tensor else x, 0 if k_tensor else int(k), seeds,
         temperature if temp_tensor else x, 1.0 if temp_tensor else float(temperature),
     )  # fmt: skip
     row_flags = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=from_probs,
                      PRECISE_LOG=not _interpreting(), READ_BLOCK=READ_BLOCK, **keys)  # fmt: skip
-    parts, length = _split_parts(rows, v, k, x.device)
     sp = _next_pow2(parts)  # (parts past the row's end hold none of it)
     ws = out
     if parts > 1:  # the first read and its check by rows x sp programs
         ws = launch_cache.scratch((rows, sp, PART_WORDS.value), torch.int64, x.device)
+        cnt = launch_cache.scratch((rows,), torch.int32, x.device) if first else ws
+        decide = (p_ptr, ends if first else ws, cnt)
         for check in (False, True):
             _top_p_part[(rows, sp)](
-                *row_args, ws, v, m, fix, length, SP=sp, CHECK=check, num_warps=NUM_WARPS,
-                **row_flags,
+                *row_args, ws, v, m, fix, length, p_scalar, decide, SP=sp, CHECK=check,
+                P_TENSOR=p_tensor, FIRST=first, num_warps=NUM_WARPS, **row_flags,
             )  # fmt: skip
-    xr, vals_raw, draw_args = row_args[:3], row_args[3], row_args[4:]
+    if first:
+        vals, idx = select[1](ends)
+    xr, vals_raw, draw_args = row_args[:3], vals.view(_RAW[x.dtype]), row_args[4:]
     _top_p[(rows,)](
         xr, vals_raw, idx, *draw_args, p_ptr, p_scalar, out, v, m, fix, ws,
         P_TENSOR=p_tensor, SMEM=smem, BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),

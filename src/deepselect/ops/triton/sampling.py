@@ -691,31 +691,45 @@ PART_WORDS = tl.constexpr(6)
 
 
 @triton.jit
-def _parts_of_row(ws_ptr, row, SP: tl.constexpr):
+def _parts_of_row(ws_ptr, row, SP: tl.constexpr, MOD: tl.constexpr):
     """``(sum, fixed sum, column, drawn, clean, before)`` of a row from its ``SP`` parts
     (a power of two; a part past the row's end holds none of it): as one read of the
     whole row gives them (:func:`_read_parts`; the fp64 sum added in another order), and
-    the weight before the candidate summed over the parts."""
+    the weight before the candidate summed over the parts. ``MOD``: the loads' cache
+    modifier (``".cg"`` for words other programs wrote during this launch)."""
     part = ws_ptr + (row * SP + tl.arange(0, SP)) * PART_WORDS
-    sums = tl.load(part).to(tl.float64, bitcast=True)
-    fixes = tl.load(part + 1)
-    g = tl.load(part + 2).to(tl.float64, bitcast=True)
-    cols = tl.load(part + 3)
-    clean = tl.max(tl.load(part + 4), axis=0) == 0
+    sums = tl.load(part, cache_modifier=MOD).to(tl.float64, bitcast=True)
+    fixes = tl.load(part + 1, cache_modifier=MOD)
+    g = tl.load(part + 2, cache_modifier=MOD).to(tl.float64, bitcast=True)
+    cols = tl.load(part + 3, cache_modifier=MOD)
+    clean = tl.max(tl.load(part + 4, cache_modifier=MOD), axis=0) == 0
     b = tl.max(g, axis=0)
     pick = tl.min(tl.where(g == b, cols, COL_NONE), axis=0)
     drawn = clean & (b > float("-inf")) & (b < float("inf"))
-    before = tl.sum(tl.load(part + 5), axis=0)
+    before = tl.sum(tl.load(part + 5, cache_modifier=MOD), axis=0)
     return tl.sum(sums, axis=0), tl.sum(fixes, axis=0), pick, drawn, clean, before
+
+
+@triton.jit
+def _decided(whole_read, fix_all, drawn, before_all, top_p):
+    """Whether a whole row read by parts is drawn by them alone: its candidate (the best
+    Gumbel score over the row, finite, no NaN score in the row: ``drawn``) stays,
+    because the row stays whole (``top_p >= 1``) or the weight before it is below the
+    cut. It is then the best score over the ranks that stay, wherever they lie.
+    ``whole_read``: the row is whole and was read by the parts; ``top_p`` an fp64."""
+    stays = before_all.to(tl.float64) < top_p * fix_all.to(tl.float64)
+    return whole_read & drawn & ((top_p >= 1.0) | stays)
 
 
 @triton.jit
 def _row_of_draw(row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m,
                  K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
-                 KEY_BITS: tl.constexpr, FP16: tl.constexpr, PRECISE: tl.constexpr):  # fmt: skip
+                 KEY_BITS: tl.constexpr, FP16: tl.constexpr, PRECISE: tl.constexpr,
+                 BEST: tl.constexpr = True):  # fmt: skip
     """``(k, whole, key, t, mx)`` of a row's top-p draw: its k, whether it keeps the
     whole row (``k <= 0`` or ``k >= V``), its seed's hash key, its temperature and its
-    best score (rank 0 of its ``m`` selected entries; ``p`` itself for probabilities)."""
+    best score (rank 0 of its ``m`` selected entries; ``p`` itself for probabilities;
+    0 without ``BEST``, before the selection: probabilities' weights need none)."""
     if K_TENSOR:
         kr = tl.load(k_ptr + row).to(tl.int64)
     else:
@@ -726,30 +740,39 @@ def _row_of_draw(row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr
         t = tl.load(temp_ptr + row).to(tl.float32)
     else:
         t = temp_scalar
-    best = tl.load(val_ptr + row * m)
-    mx = _top_p_weights(best, t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE)[0]
+    mx = tl.zeros([], tl.float32)
+    if BEST:
+        best = tl.load(val_ptr + row * m)
+        mx = _top_p_weights(best, t, True, 0.0, KEY_BITS, FP16, FROM_PROBS, PRECISE)[0]
     return kr, (kr <= 0) | (kr >= V), key, t, mx
 
 
 @triton.jit
 def top_p_part_kernel(
     x_ptr, sx_row, sx_col, val_ptr, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar,
-    ws_ptr, V, m, fix, L,
+    ws_ptr, V, m, fix, L, p_scalar: tl.float64, first,
     K_TENSOR: tl.constexpr, TEMP_TENSOR: tl.constexpr, FROM_PROBS: tl.constexpr,
     KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr, FP16: tl.constexpr,
     PRECISE_LOG: tl.constexpr, READ_BLOCK: tl.constexpr, SP: tl.constexpr,
-    CHECK: tl.constexpr,
+    CHECK: tl.constexpr, P_TENSOR: tl.constexpr, FIRST: tl.constexpr,
 ):  # fmt: skip
     """Part ``j`` (columns ``[j L, (j + 1) L)``, none past the row's end) of a whole
     row's first read for :func:`top_p_draw_kernel` (grid ``rows x SP``), so that a few
     rows are read by many programs: the sums of its weights and its best Gumbel score;
     or (``CHECK``, a second launch) the weight of its entries before the best score over
-    the row's parts, which the draw's launch sums and compares with the cut."""
+    the row's parts, which the draw's launch sums and compares with the cut.
+
+    ``FIRST`` (probabilities, whose weights need no best score): the parts run before
+    the selection, ``first = (p_ptr, end_ptr, cnt_ptr)``. The first launch zeroes each
+    row's count; in the check, the row's last part to count itself decides
+    (:func:`_decided`) and writes the row's window end for the selection: 0 where the
+    parts draw the row (the selection then leaves it), else ``V``. ``p_scalar`` /
+    ``P_TENSOR``: top_p as the draw takes it."""
     row = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     _, whole, key, t, mx = _row_of_draw(
         row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m, K_TENSOR,
-        TEMP_TENSOR, FROM_PROBS, KEY_BITS, FP16, PRECISE_LOG,
+        TEMP_TENSOR, FROM_PROBS, KEY_BITS, FP16, PRECISE_LOG, not FIRST,
     )  # fmt: skip
     x_row = x_ptr + row * sx_row
     start = j * L
@@ -757,14 +780,28 @@ def top_p_part_kernel(
     go = whole & (V > m)
     part = ws_ptr + (row * SP + j) * PART_WORDS
     if CHECK:
-        _, _, pick, drawn, _, _ = _parts_of_row(ws_ptr, row, SP)
+        _, _, pick, drawn, _, _ = _parts_of_row(ws_ptr, row, SP, "")
         ck = _keys(tl.load(x_row + pick * sx_col, mask=go & drawn, other=0), KEY_BITS, INF_BITS)
         before = _weight_before(
             x_row, sx_col, start, end, ck, pick, t, mx, fix, go & drawn, KEY_BITS, INF_BITS,
             FP16, FROM_PROBS, PRECISE_LOG, READ_BLOCK,
         )  # fmt: skip
         tl.store(part + 5, before)
+        if FIRST:
+            p_ptr, end_ptr, cnt_ptr = first
+            tl.debug_barrier()  # every store of the part before the count that publishes it
+            if tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel", scope="gpu") == SP - 1:
+                row_parts = _parts_of_row(ws_ptr, row, SP, ".cg")
+                if P_TENSOR:
+                    top_p = tl.load(p_ptr + row)
+                else:
+                    top_p = p_scalar
+                done = _decided(go, row_parts[1], row_parts[3], row_parts[5], top_p)
+                tl.store(end_ptr + row, tl.where(done, 0, V).to(tl.int64))
     else:
+        if FIRST:
+            if j == 0:
+                tl.store(first[2] + row, 0)
         total, fixed, pick, drawn, clean, best = _read_parts(
             x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS, INF_BITS, FP16,
             FROM_PROBS, PRECISE_LOG, READ_BLOCK,
@@ -796,6 +833,9 @@ def top_p_draw_kernel(
     before its division: the cut compares sums of one scale). ``xr = (x_ptr, sx_row,
     sx_col)``: the rows' raw bits and strides.
 
+    * A whole row read by parts (``SP > 1``, :func:`top_p_part_kernel`) whose
+      candidate stays (:func:`_decided`): that candidate, with no read of the row or
+      the selection (which, for probabilities, may have left the row out).
     * Where the ranks that stay are within the selection (``kk <= m``; or a whole
       row, whose weights summed in one read of it reach the cut inside the
       selection): fp64 sums over the selection, from L2.
@@ -832,7 +872,7 @@ def top_p_draw_kernel(
     sel = tl.sum(total, axis=0)
     if SP > 1:  # the row's parts, from the launches before (where it is whole)
         sum_all, fix_all, row_pick, row_drawn, row_clean, before_all = _parts_of_row(
-            ws_ptr, row, SP
+            ws_ptr, row, SP, ""
         )  # fmt: skip
     else:
         before_all = tl.zeros([], tl.int64)
@@ -852,7 +892,14 @@ def top_p_draw_kernel(
     b_col = tl.zeros([], tl.int64)
     fine = b_col == 0
     drawn = b_col != 0  # by the rounds, for a whole row
-    if inside != 0:
+    decided = drawn
+    if SP > 1:  # the parts' candidate stays (before the selection, for probabilities)
+        decided = _decided(whole & beyond, fix_all, row_drawn, before_all, tl.max(top_p, axis=0))
+    if decided:
+        b_col = row_pick
+        fine = row_drawn
+        drawn = row_drawn
+    elif inside != 0:
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         best_col = tl.full([BLOCK], COL_NONE, tl.int64)
         nan = tl.zeros([BLOCK], tl.int32)
@@ -880,15 +927,10 @@ def top_p_draw_kernel(
         drawn = fine | ~fine
     elif whole:
         cut_fix = tl.max(top_p, axis=0) * fix_all.to(tl.float64)
-        if (SP > 1) & row_clean & row_drawn & (before_all.to(tl.float64) < cut_fix):
-            b_col = row_pick  # the parts' first candidate stays
-            fine = row_drawn
-            drawn = fine | ~fine
-        else:
-            b_col, fine, drawn = _draw_by_rounds(
-                x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn, row_clean,
-                KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROUNDS, READ_BLOCK,
-            )  # fmt: skip
+        b_col, fine, drawn = _draw_by_rounds(
+            x_row, sx_col, V, key, cut_fix, t, mx, fix, row_pick, row_drawn, row_clean,
+            KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, ROUNDS, READ_BLOCK,
+        )  # fmt: skip
     if (inside == 0) & ~drawn:
         # the set: keys above tk, and the first n_at of key tk by column
         tk = tl.zeros([], tl.uint32)
