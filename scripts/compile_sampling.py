@@ -21,6 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from deepselect.ops.triton import sampling
+from deepselect.ops.triton import top_p as top_p_ops
 from deepselect.ops.triton.common import _inf_bits
 from deepselect.triton_sampling import RANK_MAX, READ_BLOCK, ROW_BLOCK, TOP_P_ROUNDS
 
@@ -94,28 +95,29 @@ def top_p(bits: int, raw: str, flt: str, ninf: int, keys: dict) -> None:
         sig = dict(xr=(raw, "i64", "i64"), val_ptr=raw, idx_ptr="*i32",
                    k_ptr="*i64", k_scalar="i64", seeds_ptr="*i64", temp_ptr="*fp32",
                    temp_scalar="fp32", p_ptr="*fp64", p_scalar="fp64", out_ptr="*i64",
-                   V="i32", m="i32", fix="fp32", ws_ptr="*i64")  # fmt: skip
+                   V="i32", m="i32", fix="fp32", parts=("*i64", "i32"))  # fmt: skip
         consts = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, P_TENSOR=p_tensor,
                       FROM_PROBS=probs, PRECISE_LOG=True, SMEM=True, BLOCK=1024,
                       ROW_BLOCK=ROW_BLOCK, READ_BLOCK=READ_BLOCK,
                       ROUNDS=TOP_P_ROUNDS, SP=1, **keys)  # fmt: skip
-        print(build(sampling.top_p_draw_kernel, sig, consts))
+        print(build(top_p_ops.top_p_draw_kernel, sig, consts))
         if (k_tensor, temp_tensor, probs, p_tensor) == TOP_P_VARIANTS[0]:
             # a small selection's block (k = 50), unlike the whole-row reads' blocks
-            print(build(sampling.top_p_draw_kernel, sig, {**consts, "BLOCK": 128}))
+            print(build(top_p_ops.top_p_draw_kernel, sig, {**consts, "BLOCK": 128}))
         if (k_tensor, temp_tensor, probs) == (False, False, True) and not p_tensor:
             # a few rows' draw: the first read and its check split over programs
-            print(build(sampling.top_p_draw_kernel, sig, {**consts, "SP": 128}))
+            print(build(top_p_ops.top_p_draw_kernel, sig, {**consts, "SP": 128}))
             rows = dict(zip(("x_ptr", "sx_row", "sx_col"), sig["xr"], strict=True))
-            part_sig = {n: {**sig, **rows}[n] for n in PART_ARGS}
-            part_sig.update(L="i32", p_scalar="fp64", first=("*fp64", "*i64", "*i32"))
+            part_sig = {n: {**sig, **rows, "ws_ptr": "*i64"}[n] for n in PART_ARGS}
+            part_sig.update(L="i32", p_scalar="fp64", decide=("*fp64", "*i64", "*i32", "*i64"),
+                            rnd="i32")  # fmt: skip
             part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
                         PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, P_TENSOR=False,
                         **keys)  # fmt: skip
-            # FIRST: before the selection, the check's last part deciding the row
+            # FIRST: before the selection, the checks' last part also ending the row's window
             for check, first in ((False, False), (True, False), (False, True), (True, True)):
                 consts = {**part, "CHECK": check, "FIRST": first}
-                print(build(sampling.top_p_part_kernel, part_sig, consts))
+                print(build(top_p_ops.top_p_part_kernel, part_sig, consts))
 
 
 FAMILIES = {"keep": keep, "sums": sums, "draw": draw, "top_p": top_p}

@@ -21,6 +21,7 @@ from deepselect import engine, topk_rows, triton_sampling
 from deepselect.distributions import make
 from deepselect.keys import SUPPORTED_DTYPES
 from deepselect.ops.triton import sampling as sampling_ops
+from deepselect.ops.triton import top_p as top_p_ops
 from deepselect.triton_sampling import fuses, kept_rows, mask_rows, renorm_rows, stream_tile
 
 # 0 / 0 and log(0) in the kernels, which numpy (the interpreter) warns about
@@ -299,7 +300,7 @@ def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind, split):
     def no_descent(*args, **kwargs):
         raise AssertionError("a whole row's draw took the cut's descent")
 
-    monkeypatch.setattr(sampling_ops, "_descend", no_descent)
+    monkeypatch.setattr(top_p_ops, "_descend", no_descent)
     rows, v = 16, 300
     gen = torch.Generator().manual_seed(61)
     x = make(kind, rows, v, torch.float32, seed=67)
@@ -363,6 +364,71 @@ def test_probabilities_in_parts_select_only_the_rows_they_leave(kernels, monkeyp
         assert torch.equal(first, want), p
         assert not bool((ends[0][-3:] == 0).any()), ends
     assert bool(split[1])
+
+
+def candidates_needed(vals, scores, weights, seeds, top_p) -> list[int]:
+    """Per row, the candidates a whole row's top-p draw checks before one stays, as its
+    rounds find them in the torch definition's terms: the best Gumbel score over the
+    pool (first the row, then the ranks before the last candidate, ranked by ``vals``,
+    ties to the lowest column) stays where the ``weights`` before it are below
+    ``top_p`` of the row's."""
+    v = vals.shape[1]
+    cols = torch.arange(v)
+    gumbel = scores - torch.log(-torch.log(engine._uniform_at(seeds, cols[None, :])))
+    need = []
+    for r in range(vals.shape[0]):
+        w = weights[r].double()
+        pool = torch.ones(v, dtype=torch.bool)
+        for n in range(1, v + 1):
+            c = int(torch.where(pool, gumbel[r], float("-inf")).argmax())  # the first best
+            ahead = (vals[r] > vals[r, c]) | ((vals[r] == vals[r, c]) & (cols < c))
+            if float(w[ahead].sum()) < float(top_p[r]) * float(w.sum()):
+                need.append(n)
+                break
+            pool = ahead
+    return need
+
+
+@pytest.mark.parametrize("split", [True], indirect=True, ids=["split"])
+@pytest.mark.parametrize("from_probs", [False, True], ids=["logits", "probs"])
+def test_parts_draw_rows_whose_first_candidates_go(kernels, monkeypatch, split, from_probs):
+    """Whole rows read in parts whose first candidates go (top_p 0.3-0.8, flat rows past
+    the selection, ``TOP_P_RANKS`` patched to 4): the parts' check rounds draw every row
+    that needs at most ``PART_ROUNDS`` candidates, so the draw's own rounds and the
+    cut's descent (patched to fail) never run; the same tokens as the torch definition.
+    With one round fewer, a row goes past them."""
+    monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a row went past the parts' rounds")
+
+    monkeypatch.setattr(top_p_ops, "_draw_by_rounds", fail)
+    monkeypatch.setattr(top_p_ops, "_descend", fail)
+    rows, v = 12, 300
+    x = make("normal", rows, v, torch.float32, seed=101)
+    vals = torch.softmax(x * 0.05, dim=1) if from_probs else x
+    scores = torch.log(vals) if from_probs else x
+    weights = vals if from_probs else torch.exp(x - x.amax(dim=1, keepdim=True))
+    rounds = triton_sampling.PART_ROUNDS
+    gen = torch.Generator().manual_seed(103)
+    for _ in range(200):  # a batch whose rows need 1, 2, ..., PART_ROUNDS candidates
+        seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
+        top_p = torch.rand(rows, generator=gen, dtype=torch.float64) * 0.5 + 0.3
+        need = candidates_needed(vals, scores, weights, seeds, top_p)
+        if max(need) <= rounds and set(range(1, rounds + 1)) <= set(need):
+            break
+    else:
+        pytest.fail("no batch of rows needing 1 to PART_ROUNDS candidates")
+    f = engine.top_k_top_p_sampling_from_logits
+    if from_probs:
+        f = engine.top_k_top_p_sampling_from_probs
+    got = kernels(f, vals, 0, top_p, seeds=seeds)
+    assert torch.equal(got, f(vals, 0, top_p, seeds=seeds)), need
+    assert split[1]  # the parts ran
+    monkeypatch.setattr(triton_sampling, "PART_ROUNDS", rounds - 1)
+    with pytest.raises(Exception, match="past the parts' rounds"):
+        kernels(f, vals, 0, top_p, seeds=seeds)
 
 
 def test_whole_rows_with_a_nan_score_find_their_cut(monkeypatch, split):
@@ -436,7 +502,8 @@ def test_whole_row_draws_where_every_gumbel_score_is_close(kernels, monkeypatch,
         assert torch.equal(got, f(x, 0, p, temperature=1.0, seeds=seeds)), p
         got_probs = kernels(g, probs, 0, p, seeds=seeds)
         with monkeypatch.context() as m:
-            m.setattr(sampling_ops, "_filtered_step", _every_log_step)
+            for module in (sampling_ops, top_p_ops):
+                m.setattr(module, "_filtered_step", _every_log_step)
             assert torch.equal(kernels(f, x, 0, p, temperature=1.0, seeds=seeds), got)
             assert torch.equal(kernels(g, probs, 0, p, seeds=seeds), got_probs), p
 

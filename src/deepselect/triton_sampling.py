@@ -22,14 +22,8 @@ import triton
 from . import launch_cache
 from .ops.triton.common import _inf_bits
 from .ops.triton.launch import _RAW, KeptRows, _fill_bits, _interpreting, _next_pow2
-from .ops.triton.sampling import (
-    PART_WORDS,
-    gumbel_draw_kernel,
-    keep_rows_kernel,
-    kept_sums_kernel,
-    top_p_draw_kernel,
-    top_p_part_kernel,
-)
+from .ops.triton.sampling import gumbel_draw_kernel, keep_rows_kernel, kept_sums_kernel
+from .ops.triton.top_p import PART_WORDS, top_p_draw_kernel, top_p_part_kernel
 from .options import Order, TopkOptions
 from .triton_backend import LaunchConfig, run_triton, sm_count, streams
 from .triton_short import smem_hist
@@ -68,10 +62,18 @@ reach past them is read again (:func:`top_p_draw`), a bounded but slower path.""
 
 TOP_P_ROUNDS = 16
 """At most this many candidates of a whole row's top-p draw without its cut
-(``ops.triton.sampling._draw_by_rounds``: the row's best Gumbel score, found in the read
+(``ops.triton.top_p._draw_by_rounds``: the row's best Gumbel score, found in the read
 for its sum, then one read to check a candidate and one for the next; about ``1 + ln(1
 / top_p)`` are needed); then the cut's radix descent, as for a row of ``k`` past the
 selection."""
+
+PART_ROUNDS = 3
+"""Candidates of a whole row read in parts (:func:`_split_parts`) that the parts check,
+a launch each (each launch also finds the next candidate); a row none of them draws
+goes on from there in the draw's launch, in one program (``TOP_P_ROUNDS``). The
+first candidate goes about 1 time in 10 at top_p 0.9, each later one less often: the
+parts draw all but about 1 row in 10,000 (an undecided flat row of 129,280 costs
+~260 us in one program: docs/notes/2026-12-07-top-p-parts-first.md)."""
 
 READ_BLOCK = 1024
 """Entries a step of :func:`top_p_draw`'s other reads of a row (its sum, the rounds,
@@ -285,7 +287,8 @@ def top_p_draw(
     ``idx`` (``[rows, m]``, best first, ``m >= 1``), reading the row itself where the
     ranks that stay reach past them. ``top_p``: a float or an fp64 ``[rows]`` tensor;
     ``temperature``: a float or a float ``[rows]`` tensor (logits only). One launch,
-    after the parts' two where a few whole rows are read in parts (``_split_parts``).
+    after the parts' ``PART_ROUNDS + 1`` where a few whole rows are read in parts
+    (``_split_parts``), which draw most of those rows themselves.
 
     ``select = (m, fn)`` in place of ``vals`` and ``idx`` (None): ``fn(end)`` selects
     them, ``end`` None (whole rows) or an int64 ``[rows]`` of the rows' window ends.
@@ -304,14 +307,11 @@ def top_p_draw(
     # the descents' bin sums: shared-memory atomics; else in registers, 256 a step's
     # entry (a Triton older than SMEM_HIST_TRITON on a GPU: short steps, slow)
     smem = smem_hist()
-    # fixed-point weights (ops.triton.sampling._fixed): V of them sum below 2**62
+    # fixed-point weights (ops.triton.top_p._fixed): V of them sum below 2**62
     fix = float(2 ** (62 - max(v, 1).bit_length()))
     parts, length = _split_parts(rows, v, k, x.device)
     first = select is not None and from_probs and parts > 1
-    ends = None
-    if first:  # the parts decide which rows the selection leaves out
-        ends = launch_cache.scratch((rows,), torch.int64, x.device)
-    elif select is not None:
+    if select is not None and not first:
         vals, idx = select[1](None)
     row_args = (
         x.view(_RAW[x.dtype]), x.stride(0), x.stride(1),
@@ -322,21 +322,23 @@ def top_p_draw(
     row_flags = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=from_probs,
                      PRECISE_LOG=not _interpreting(), READ_BLOCK=READ_BLOCK, **keys)  # fmt: skip
     sp = _next_pow2(parts)  # (parts past the row's end hold none of it)
-    ws = out
-    if parts > 1:  # the first read and its check by rows x sp programs
+    ws, slot = out, 0
+    if parts > 1:  # the first read and its check rounds by rows x sp programs
         ws = launch_cache.scratch((rows, sp, PART_WORDS.value), torch.int64, x.device)
-        cnt = launch_cache.scratch((rows,), torch.int32, x.device) if first else ws
-        decide = (p_ptr, ends if first else ws, cnt)
-        for check in (False, True):
+        cnt = launch_cache.scratch((rows,), torch.int32, x.device)
+        ends = launch_cache.scratch((rows,), torch.int64, x.device) if first else cnt
+        for rnd in range(PART_ROUNDS + 1):
             _top_p_part[(rows, sp)](
-                *row_args, ws, v, m, fix, length, p_scalar, decide, SP=sp, CHECK=check,
-                P_TENSOR=p_tensor, FIRST=first, num_warps=NUM_WARPS, **row_flags,
+                *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out), rnd,
+                SP=sp, CHECK=rnd > 0, P_TENSOR=p_tensor, FIRST=first, num_warps=NUM_WARPS,
+                **row_flags,
             )  # fmt: skip
+        slot = PART_ROUNDS % 2  # the last round's picks
     if first:
         vals, idx = select[1](ends)
     xr, vals_raw, draw_args = row_args[:3], vals.view(_RAW[x.dtype]), row_args[4:]
     _top_p[(rows,)](
-        xr, vals_raw, idx, *draw_args, p_ptr, p_scalar, out, v, m, fix, ws,
+        xr, vals_raw, idx, *draw_args, p_ptr, p_scalar, out, v, m, fix, (ws, slot),
         P_TENSOR=p_tensor, SMEM=smem, BLOCK=min(DRAW_BLOCK, max(_next_pow2(m), 128)),
         ROW_BLOCK=ROW_BLOCK if smem or _interpreting() else 32, ROUNDS=TOP_P_ROUNDS,
         SP=sp,
