@@ -109,13 +109,14 @@ def top_p(bits: int, raw: str, flt: str, ninf: int, keys: dict) -> None:
             print(build(top_p_ops.top_p_draw_kernel, sig, {**consts, "SP": 128}))
             rows = dict(zip(("x_ptr", "sx_row", "sx_col"), sig["xr"], strict=True))
             part_sig = {n: {**sig, **rows, "ws_ptr": "*i64"}[n] for n in PART_ARGS}
-            part_sig.update(L="i32", p_scalar="fp64", decide=("*fp64", "*i64", "*i32", "*i64"),
-                            rnd="i32")  # fmt: skip
+            part_sig.update(L="i32", p_scalar="fp64", rnd="i32",
+                            decide=("*fp64", "*i64", "*i32", "*i64", raw, "*i32"))  # fmt: skip
             part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
                         PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, P_TENSOR=False,
                         **keys)  # fmt: skip
-            # FIRST: before the selection, the checks' last part also ending the row's window
-            for check, first in ((False, False), (True, False), (False, True), (True, True)):
+            # FIRST: before the selection, the checks' last part also ending the row's
+            # window (1) or writing its top-1 in place of a selection (2)
+            for check, first in itertools.product((False, True), (0, 1, 2)):
                 consts = {**part, "CHECK": check, "FIRST": first}
                 print(build(top_p_ops.top_p_part_kernel, part_sig, consts))
 

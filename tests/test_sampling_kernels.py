@@ -11,6 +11,8 @@ probabilities within fp32 rounding of a differently ordered sum."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import triton
@@ -319,19 +321,22 @@ def test_whole_rows_draw_in_rounds(kernels, monkeypatch, kind, split):
 
 def test_probabilities_in_parts_select_only_the_rows_they_leave(kernels, monkeypatch, split):
     """Top-p draws of whole rows of probabilities read in parts: the parts run before
-    the selection, and a row whose candidate (its best Gumbel score) stays gets an
-    empty window there, so the selection leaves it; the rest are selected whole. A row
-    left out draws what it draws with top_p 1 (the candidate); the same tokens as the
-    torch definition. Rows with a NaN, +inf or negative entry (unchecked on a device)
-    are never left out, and draw as when the selection comes first. In one program a
-    row, the selection comes first, over whole rows."""
+    the selection. With an int k (every row whole) nothing is selected: each row's
+    top-1, from the parts, stands for the selection. With a per-row k, a row the parts
+    draw gets an empty window there, so the selection leaves it; the rest are selected
+    whole. The same tokens as the torch definition either way, and a row the parts draw
+    draws what it draws with top_p 1 (its candidate). Rows with a NaN, +inf or negative
+    entry (unchecked on a device) are never left out, and draw as when the selection
+    comes first. In one program a row, the selection comes first, over whole rows."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
-    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
+    monkeypatch.setattr(triton_sampling, "READ_BLOCK", 32)  # two steps a part of 64
     rows, v = 12, 300
     probs = torch.softmax(make("tiny", rows, v, torch.float32, seed=89), dim=1)
+    probs[7] = 1.0 / v  # ties at the top, top_p 1e-9: the lowest column alone stays
     gen = torch.Generator().manual_seed(97)
     seeds = torch.randint(-(2**62), 2**62, (rows,), generator=gen)
     top_p = torch.tensor([0.99, 1e-9] * (rows // 2), dtype=torch.float64)
+    k_rows = torch.tensor([0, v, 3, 0, 7, v + 1] * (rows // 6))  # whole rows and not
     ends = []
     real = engine.topk_rows
 
@@ -342,27 +347,36 @@ def test_probabilities_in_parts_select_only_the_rows_they_leave(kernels, monkeyp
     monkeypatch.setattr(engine, "topk_rows", spy)
     g = engine.top_k_top_p_sampling_from_probs
     got = kernels(g, probs, 0, top_p, seeds=seeds)
-    (end,) = ends  # the kernels' one selection
+    selected = list(ends)  # the kernels' selections
     assert torch.equal(got, g(probs, 0, top_p, seeds=seeds))
     if not split[0]:
-        assert end is None
+        assert selected == [None]  # one, over whole rows
         return
+    assert selected == []
+    ends.clear()
+    got = kernels(g, probs, k_rows, top_p, seeds=seeds)
+    (end,) = ends  # the kernels' one selection
+    assert torch.equal(got, g(probs, k_rows, top_p, seeds=seeds))
     left = end == 0
-    assert set(end.tolist()) <= {0, v} and 0 < int(left.sum()) < rows, end
+    whole = (k_rows <= 0) | (k_rows >= v)
+    assert set(end.tolist()) <= {0, v} and bool(left.any()) and not bool((left & ~whole).any())
     assert torch.equal(got[left], g(probs, 0, 1.0, seeds=seeds)[left])
     probs[-1, 17] = float("nan")
     probs[-2, 40] = float("inf")
     probs[-3, 5] = -probs[-3, 5]
-    for p in (top_p, 0.99, 1.0):
+    vals, idx = topk_rows(probs, 4, order="value")
+    for k, p in itertools.product((0, k_rows), (top_p, 0.99, 1.0)):
         ends.clear()
         first = triton_sampling.top_p_draw(
-            probs, 0, None, None, seeds, p, from_probs=True,
+            probs, k, None, None, seeds, p, from_probs=True,
             select=(4, lambda end: spy(probs, 4, order="value", end=end)),
         )  # fmt: skip
-        vals, idx = topk_rows(probs, 4, order="value")
-        want = triton_sampling.top_p_draw(probs, 0, vals, idx, seeds, p, from_probs=True)
-        assert torch.equal(first, want), p
-        assert not bool((ends[0][-3:] == 0).any()), ends
+        want = triton_sampling.top_p_draw(probs, k, vals, idx, seeds, p, from_probs=True)
+        assert torch.equal(first, want), (k, p)
+        if isinstance(k, int):
+            assert ends == []
+        else:
+            assert not bool((ends[0][-3:] == 0).any()), ends
     assert bool(split[1])
 
 

@@ -293,7 +293,9 @@ def top_p_draw(
     ``select = (m, fn)`` in place of ``vals`` and ``idx`` (None): ``fn(end)`` selects
     them, ``end`` None (whole rows) or an int64 ``[rows]`` of the rows' window ends.
     Probabilities read in parts then select after the parts, only the rows whose
-    candidate the parts did not draw (the others' windows empty)."""
+    candidate the parts did not draw (the others' windows empty); with an int ``k``
+    (every row whole) they select nothing: the parts' top-1 of each row stands for the
+    selection (``m = 1``; a row the parts leave reads itself in the draw's launch)."""
     m = vals.shape[1] if select is None else select[0]
     rows, v = x.shape
     out = torch.empty(rows, dtype=torch.int64, device=x.device)
@@ -311,6 +313,11 @@ def top_p_draw(
     fix = float(2 ** (62 - max(v, 1).bit_length()))
     parts, length = _split_parts(rows, v, k, x.device)
     first = select is not None and from_probs and parts > 1
+    top1 = first and not k_tensor  # every row whole: the parts' top-1 is the selection
+    if top1:
+        m = 1
+        vals = launch_cache.scratch((rows, 1), x.dtype, x.device)
+        idx = launch_cache.scratch((rows, 1), torch.int32, x.device)
     if select is not None and not first:
         vals, idx = select[1](None)
     row_args = (
@@ -326,15 +333,18 @@ def top_p_draw(
     if parts > 1:  # the first read and its check rounds by rows x sp programs
         ws = launch_cache.scratch((rows, sp, PART_WORDS.value), torch.int64, x.device)
         cnt = launch_cache.scratch((rows,), torch.int32, x.device)
-        ends = launch_cache.scratch((rows,), torch.int64, x.device) if first else cnt
+        ends = out  # (a placeholder of the same type)
+        if first and not top1:
+            ends = launch_cache.scratch((rows,), torch.int64, x.device)
+        tops = (vals.view(_RAW[x.dtype]), idx) if top1 else (row_args[0], cnt)
         for rnd in range(PART_ROUNDS + 1):
             _top_p_part[(rows, sp)](
-                *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out), rnd,
-                SP=sp, CHECK=rnd > 0, P_TENSOR=p_tensor, FIRST=first, num_warps=NUM_WARPS,
-                **row_flags,
+                *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out, *tops),
+                rnd, SP=sp, CHECK=rnd > 0, P_TENSOR=p_tensor, FIRST=2 if top1 else int(first),
+                num_warps=NUM_WARPS, **row_flags,
             )  # fmt: skip
         slot = PART_ROUNDS % 2  # the last round's picks
-    if first:
+    if first and not top1:
         vals, idx = select[1](ends)
     xr, vals_raw, draw_args = row_args[:3], vals.view(_RAW[x.dtype]), row_args[4:]
     _top_p[(rows,)](

@@ -31,6 +31,8 @@ from .sampling import (
 )
 from .sync import _smem_wide_add, _smem_wide_read, _smem_wide_zero
 
+TOP_NONE = tl.constexpr(2**31 - 1)  # a column past every real one, as int32
+
 
 @triton.jit
 def _top_p_weights(raw, t, ok, mx, KEY_BITS: tl.constexpr, FP16: tl.constexpr,
@@ -146,14 +148,17 @@ def _read_step(x_row, sx_col, V, q, held, KEY_BITS: tl.constexpr, INF_BITS: tl.c
 def _pool_read(x_row, sx_col, start, end, key, ck, cand, t, mx, fix, go, POOL: tl.constexpr,
                PICK: tl.constexpr, KEY_BITS: tl.constexpr, INF_BITS: tl.constexpr,
                FP16: tl.constexpr, FROM_PROBS: tl.constexpr, PRECISE: tl.constexpr,
-               BLOCK: tl.constexpr):  # fmt: skip
+               BLOCK: tl.constexpr, TOP: tl.constexpr = False):  # fmt: skip
     """One read of columns ``[start, end)`` of a row where ``go``, over its pool: the
     entries before the candidate ``(ck, cand)`` (key, then column) in the row's order
-    (``POOL``), or every entry. ``(sum, fixed, best, best_col, nan)``: the pool's
-    weights' fp64 sum (every entry's only) and :func:`_fixed` sum, and (``PICK``) the
-    state of :func:`_filtered_step` over the pool (its best Gumbel score, for
-    :func:`_gumbel_pick`)."""
+    (``POOL``), or every entry. ``(sum, fixed, best, best_col, nan, top_key, top_col)``:
+    the pool's weights' fp64 sum (every entry's only) and :func:`_fixed` sum, (``PICK``)
+    the state of :func:`_filtered_step` over the pool (its best Gumbel score, for
+    :func:`_gumbel_pick`), and (``TOP``) its largest key and the lowest column holding
+    it (``TOP_NONE`` where the pool is empty)."""
     total = tl.zeros([BLOCK], tl.float64)
+    top_key = tl.zeros([BLOCK], tl.uint32)
+    top_col = tl.full([BLOCK], TOP_NONE, tl.int32)
     fixed = tl.zeros([BLOCK], tl.int64)
     best, best_col, nan, top = _gumbel_start(BLOCK)
     if go:
@@ -173,7 +178,13 @@ def _pool_read(x_row, sx_col, start, end, key, ck, cand, t, mx, fix, go, POOL: t
                     score, c.to(tl.int64), key, ok, best, best_col, nan, top, FROM_PROBS,
                     PRECISE,
                 )  # fmt: skip
-    return tl.sum(total, axis=0), tl.sum(fixed, axis=0), best, best_col, nan
+            if TOP:  # (a lane's columns rise step by step: the first of its largest key)
+                up = ok & ((kc > top_key) | (top_col == TOP_NONE))
+                top_key = tl.where(up, kc, top_key)
+                top_col = tl.where(up, c.to(tl.int32), top_col)
+    tk = tl.max(top_key, axis=0)
+    tc = tl.min(tl.where((top_key == tk) & (top_col < TOP_NONE), top_col, TOP_NONE), axis=0)
+    return tl.sum(total, axis=0), tl.sum(fixed, axis=0), best, best_col, nan, tk, tc
 
 
 @triton.jit
@@ -186,7 +197,7 @@ def _pool_pick(x_row, sx_col, V, key, kb, cb, t, mx, KEY_BITS: tl.constexpr,
     best, best_col, nan = _pool_read(
         x_row, sx_col, 0, V, key, kb, cb, t, mx, 1.0, True, True, True, KEY_BITS, INF_BITS,
         FP16, FROM_PROBS, PRECISE, BLOCK,
-    )[2:]  # fmt: skip
+    )[2:5]  # fmt: skip
     cand, drawn = _gumbel_pick(best, best_col, nan)
     return cand, drawn, tl.max(nan, axis=0) == 0
 
@@ -248,14 +259,16 @@ def _weight_before(x_row, sx_col, start, end, ck, cand, t, mx, fix, go, KEY_BITS
 @triton.jit
 def _read_parts(x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS: tl.constexpr,
                 INF_BITS: tl.constexpr, FP16: tl.constexpr, FROM_PROBS: tl.constexpr,
-                PRECISE: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
-    """``(sum, fixed sum, column, drawn, clean, best)`` of columns ``[start, end)`` of a
-    row, in one read of them where ``go``: their weights' fp64 and :func:`_fixed` sums,
-    their best Gumbel score and its column (:func:`_gumbel_pick`: ``drawn``, finite and
-    no NaN score; ``clean``: no NaN score)."""
-    row_sum, row_fix, best, best_col, nan = _pool_read(
+                PRECISE: tl.constexpr, BLOCK: tl.constexpr,
+                TOP: tl.constexpr = False):  # fmt: skip
+    """``(sum, fixed sum, column, drawn, clean, best, top_key, top_col)`` of columns
+    ``[start, end)`` of a row, in one read of them where ``go``: their weights' fp64 and
+    :func:`_fixed` sums, their best Gumbel score and its column (:func:`_gumbel_pick`:
+    ``drawn``, finite and no NaN score; ``clean``: no NaN score), and (``TOP``) their
+    largest key and its lowest column."""
+    row_sum, row_fix, best, best_col, nan, top_key, top_col = _pool_read(
         x_row, sx_col, start, end, key, 0, 0, t, mx, fix, go, False, True, KEY_BITS, INF_BITS,
-        FP16, FROM_PROBS, PRECISE, BLOCK,
+        FP16, FROM_PROBS, PRECISE, BLOCK, TOP,
     )  # fmt: skip
     pick, drawn = _gumbel_pick(best, best_col, nan)
     clean = tl.max(nan, axis=0) == 0
@@ -266,14 +279,17 @@ def _read_parts(x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS: tl.con
         drawn,
         clean,
         tl.max(best, axis=0),
+        top_key,
+        top_col,
     )
 
 
 # a row's parts (:func:`top_p_part_kernel`), each PART_WORDS int64 words: the fp64 sum
 # (its bits), the fixed sum, a pick (slot 0: words 2-4, the best Gumbel score's fp64
 # bits, its column, NaN seen), the weight before the row's candidate (the check), and
-# a second slot of a pick (words 6-8: the check rounds' picks alternate between them)
-PART_WORDS = tl.constexpr(9)
+# a second slot of a pick (words 6-8: the check rounds' picks alternate between them),
+# and the part's largest key and its lowest column (words 9-10: ``FIRST`` 2)
+PART_WORDS = tl.constexpr(11)
 
 
 @triton.jit
@@ -304,6 +320,20 @@ def _store_pick(pick, best, col, clean):
     tl.store(pick, best.to(tl.float64).to(tl.int64, bitcast=True))
     tl.store(pick + 1, col)
     tl.store(pick + 2, (~clean).to(tl.int64))
+
+
+@triton.jit
+def _top_of_parts(ws_ptr, row, SP: tl.constexpr, x_row, sx_col, val_ptr, idx_ptr):
+    """A row's top-1 from its parts' largest keys (words 9 and 10; the lowest column at
+    the largest), as a selection of one entry: its raw bits and its column."""
+    part = ws_ptr + (row * SP + tl.arange(0, SP)) * PART_WORDS
+    keys = tl.load(part + 9, cache_modifier=".cg")
+    cols = tl.load(part + 10, cache_modifier=".cg")
+    top = tl.max(keys, axis=0)
+    col = tl.min(tl.where(keys == top, cols, TOP_NONE), axis=0)
+    col = tl.where(col < TOP_NONE, col, 0)  # (a row of no columns: none to write)
+    tl.store(val_ptr + row, tl.load(x_row + col * sx_col))
+    tl.store(idx_ptr + row, col.to(tl.int32))
 
 
 @triton.jit
@@ -361,24 +391,28 @@ def top_p_part_kernel(
     Gumbel score, which the next round checks where this one's goes (as
     :func:`_draw_by_rounds` does in one program, a read a round instead of two).
 
-    ``decide = (p_ptr, end_ptr, cnt_ptr, out_ptr)``. The first launch zeroes each row's
-    count and sets ``out`` to -1 (not drawn). In a check, each part counts itself after
-    its stores (a block barrier, then an acq_rel atomic add, as the split's merges do),
-    and the row's last part decides (:func:`_decided`): where the candidate stays, it
-    writes it to ``out`` (the draw's launch takes it). It then zeroes the count for the
-    next round, and (``FIRST``: probabilities, whose weights need no best score, so the
-    parts run before the selection) writes the row's window end for the selection: 0
-    where drawn (the selection then leaves the row), else ``V``. A candidate that is not
-    finite, or a pool with a NaN score, ends the rounds (the draw's launch decides):
-    the parts carry their pick to the next slot unchanged. ``p_scalar`` /
-    ``P_TENSOR``: top_p as the draw takes it."""
+    ``decide = (p_ptr, end_ptr, cnt_ptr, out_ptr, top_val, top_idx)``. The first
+    launch zeroes each row's count and sets ``out`` to -1 (not drawn). In a check, each
+    part counts itself after its stores (a block barrier, then an acq_rel atomic add, as
+    the split's merges do), and the row's last part decides (:func:`_decided`): where
+    the candidate stays, it writes it to ``out`` (the draw's launch takes it), and it
+    zeroes the count for the next round. A candidate that is not finite, or a pool with
+    a NaN score, ends the rounds (the draw's launch decides): the parts carry their pick
+    to the next slot unchanged. ``p_scalar`` / ``P_TENSOR``: top_p as the draw takes it.
+
+    ``FIRST`` (probabilities, whose weights need no best score): the parts run before
+    the selection. 1: the last part also writes the row's window end for it, 0 where
+    drawn (the selection then leaves the row), else ``V``. 2 (every row whole: an int
+    ``k``): no selection; the first read also finds each part's largest key, and the
+    first check's last part writes the row's top-1 to ``top_val`` / ``top_idx``, the
+    one entry the draw's launch takes as its selection (``m = 1``)."""
     row = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     _, whole, key, t, mx = _row_of_draw(
         row, k_ptr, k_scalar, seeds_ptr, temp_ptr, temp_scalar, val_ptr, V, m, K_TENSOR,
         TEMP_TENSOR, FROM_PROBS, KEY_BITS, FP16, PRECISE_LOG, not FIRST,
     )  # fmt: skip
-    p_ptr, end_ptr, cnt_ptr, out_ptr = decide
+    p_ptr, end_ptr, cnt_ptr, out_ptr, top_val, top_idx = decide
     x_row = x_ptr + row * sx_row
     start = j * L
     end = tl.minimum(start + L, V)
@@ -393,7 +427,7 @@ def top_p_part_kernel(
             before, best, best_col, nan = _pool_read(
                 x_row, sx_col, start, end, key, ck, pick, t, mx, fix, live, True, True,
                 KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, READ_BLOCK,
-            )[1:]  # fmt: skip
+            )[1:5]  # fmt: skip
             tl.store(part + 5, before)
             held = part + 2 + 4 * slot
             b = tl.where(live, tl.max(best, axis=0), tl.load(held).to(tl.float64, bitcast=True))
@@ -410,19 +444,25 @@ def top_p_part_kernel(
                 done = _decided(go, row_parts[1], row_parts[3], row_parts[5], top_p)
                 tl.store(out_ptr + row, tl.where(done, row_parts[2], -1))
                 tl.store(cnt_ptr + row, 0)
-                if FIRST:
+                if FIRST == 1:
                     tl.store(end_ptr + row, tl.where(done, 0, V).to(tl.int64))
+                if FIRST == 2:
+                    if rnd == 1:  # the row's top-1: the draw's selection (m = 1)
+                        _top_of_parts(ws_ptr, row, SP, x_row, sx_col, top_val, top_idx)
     else:
         if j == 0:
             tl.store(cnt_ptr + row, 0)
             tl.store(out_ptr + row, -1)
-        total, fixed, pick, drawn, clean, best = _read_parts(
+        total, fixed, pick, drawn, clean, best, top_key, top_col = _read_parts(
             x_row, sx_col, start, end, key, t, mx, fix, go, KEY_BITS, INF_BITS, FP16,
-            FROM_PROBS, PRECISE_LOG, READ_BLOCK,
+            FROM_PROBS, PRECISE_LOG, READ_BLOCK, FIRST == 2,
         )  # fmt: skip
         tl.store(part, total.to(tl.int64, bitcast=True))
         tl.store(part + 1, fixed)
         _store_pick(part + 2, best, pick, clean)
+        if FIRST == 2:
+            tl.store(part + 9, top_key.to(tl.int64))
+            tl.store(part + 10, top_col)
 
 
 @triton.jit
@@ -495,7 +535,7 @@ def top_p_draw_kernel(
         sum_all, fix_all, row_pick, row_drawn, row_clean, row_top = _read_parts(
             x_row, sx_col, 0, V, key, t, mx, fix, beyond & whole, KEY_BITS, INF_BITS, FP16,
             FROM_PROBS, PRECISE_LOG, READ_BLOCK,
-        )  # fmt: skip
+        )[:6]  # fmt: skip
     cut = top_p * tl.where(beyond, sum_all, sel)
     every = top_p >= 1.0
     finite = (mx == mx) & (mx < float("inf")) & (mx > float("-inf"))
