@@ -70,10 +70,11 @@ selection."""
 PART_ROUNDS = 3
 """Candidates of a whole row read in parts (:func:`_split_parts`) that the parts check,
 a launch each (each launch also finds the next candidate); a row none of them draws
-goes on from there in the draw's launch, in one program (``TOP_P_ROUNDS``). The
-first candidate goes about 1 time in 10 at top_p 0.9, each later one less often: the
-parts draw all but about 1 row in 10,000 (an undecided flat row of 129,280 costs
-~260 us in one program: docs/notes/2026-12-07-top-p-parts-first.md)."""
+goes on from there in the draw's launch, in one program (``TOP_P_ROUNDS``). One with
+a per-row k, whose rows are seldom whole. The first candidate goes about 1 time in 10
+at top_p 0.9, each later one less often: the parts draw all but about 1 row in 10,000
+(an undecided flat row of 129,280 costs ~260 us in one program:
+docs/notes/2026-12-07-top-p-parts-first.md)."""
 
 READ_BLOCK = 1024
 """Entries a step of :func:`top_p_draw`'s other reads of a row (its sum, the rounds,
@@ -337,13 +338,15 @@ def top_p_draw(
         if first and not top1:
             ends = launch_cache.scratch((rows,), torch.int64, x.device)
         tops = (vals.view(_RAW[x.dtype]), idx) if top1 else (row_args[0], cnt)
-        for rnd in range(PART_ROUNDS + 1):
+        # (a per-row k seldom keeps a whole row: one round, no launches for the rare one)
+        rounds = 1 if k_tensor else PART_ROUNDS
+        for rnd in range(rounds + 1):
             _top_p_part[(rows, sp)](
                 *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out, *tops),
                 rnd, SP=sp, CHECK=rnd > 0, P_TENSOR=p_tensor, FIRST=2 if top1 else int(first),
                 num_warps=NUM_WARPS, **row_flags,
             )  # fmt: skip
-        slot = PART_ROUNDS % 2  # the last round's picks
+        slot = rounds % 2  # the last round's picks
     if first and not top1:
         vals, idx = select[1](ends)
     xr, vals_raw, draw_args = row_args[:3], vals.view(_RAW[x.dtype]), row_args[4:]
