@@ -133,3 +133,11 @@ def test_selection_skip_probe_on_cpu(program, capsys):
     out = capsys.readouterr().out
     for name in ("whole", "window", "empty"):
         assert f"rows=2 {name}: (2, 16) (no CUDA device: not timed)" in out, out
+
+
+def test_top_p_probe_on_cpu(program, capsys):
+    """Without a GPU each draw runs once on tiny rows; its tokens are printed."""
+    program("top_p_probe").main(["--rows", "2", "--tag", "t"])
+    out = capsys.readouterr().out
+    assert "t rows=2 V=600: ran once (no CUDA device: not timed)" in out, out
+    assert "t rows=2 V=600 tokens: {'top_p': [" in out, out
