@@ -6,10 +6,12 @@ top_p 0.9, seeded. CUDA-graph replays and eager calls, interleaved, cold L2
 call whose rows the parts leave undecided costs far more than the median shows). The
 last line of each shape is the first rows' tokens, to compare two trees' draws.
 
-Two trees, one process each (``docs/notes/2026-12-07-top-p-parts-first.md``)::
+Two trees, one process each (``docs/notes/2026-12-07-top-p-parts-first.md``), and a
+variant of one (``--set``: a module constant of :mod:`deepselect.triton_sampling`)::
 
     PYTHONPATH=old/src python benchmarks/top_p_probe.py --tag old
     PYTHONPATH=src python benchmarks/top_p_probe.py --tag new
+    PYTHONPATH=src python benchmarks/top_p_probe.py --tag two --set SPLIT_PROGRAMS_PER_SM=2
 
 On the CPU each call runs once on tiny rows, and nothing is timed.
 """
@@ -20,7 +22,7 @@ import argparse
 
 import torch
 
-from deepselect import engine
+from deepselect import engine, triton_sampling
 from deepselect.bench import parse_size
 from deepselect.bench.timing import time_fns
 
@@ -47,7 +49,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--copies", type=int, default=8, help="input copies (rows drawn anew)")
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--tag", default="", help="a name for this tree, first on each line")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=INT",
+                   help="set an int constant of deepselect.triton_sampling (repeatable)")
     a = p.parse_args(argv)
+    for item in a.set:
+        name, _, value = item.partition("=")
+        if not isinstance(getattr(triton_sampling, name, None), int):
+            p.error(f"--set {item}: triton_sampling has no int constant {name!r}")
+        setattr(triton_sampling, name, int(value))
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     vocab = a.vocab if cuda else min(a.vocab, 600)

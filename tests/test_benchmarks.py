@@ -135,9 +135,17 @@ def test_selection_skip_probe_on_cpu(program, capsys):
         assert f"rows=2 {name}: (2, 16) (no CUDA device: not timed)" in out, out
 
 
-def test_top_p_probe_on_cpu(program, capsys):
-    """Without a GPU each draw runs once on tiny rows; its tokens are printed."""
-    program("top_p_probe").main(["--rows", "2", "--tag", "t"])
+def test_top_p_probe_on_cpu(program, monkeypatch, capsys):
+    """Without a GPU each draw runs once on tiny rows; its tokens are printed. ``--set``
+    changes a constant of triton_sampling, and refuses a name it does not have."""
+    from deepselect import triton_sampling
+
+    monkeypatch.setattr(triton_sampling, "PART_ROUNDS", triton_sampling.PART_ROUNDS)
+    program("top_p_probe").main(["--rows", "2", "--tag", "t", "--set", "PART_ROUNDS=1"])
     out = capsys.readouterr().out
     assert "t rows=2 V=600: ran once (no CUDA device: not timed)" in out, out
     assert "t rows=2 V=600 tokens: {'top_p': [" in out, out
+    assert triton_sampling.PART_ROUNDS == 1
+    with pytest.raises(SystemExit):
+        program("top_p_probe").main(["--set", "NO_SUCH=1"])
+    assert "no int constant 'NO_SUCH'" in capsys.readouterr().err
