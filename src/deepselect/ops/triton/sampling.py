@@ -294,11 +294,26 @@ def _gumbel_start(BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _first_of_best(v, cols, none):
+    """``(b, col)``: the largest of ``v`` and the lowest of ``cols`` holding it
+    (``none``: a column past every real one)."""
+    b = tl.max(v, axis=0)
+    return b, tl.min(tl.where(v == b, cols, none), axis=0)
+
+
+@triton.jit
+def _top_step(k, col, ok, top_key, top_col):
+    """Each lane's largest key so far and the lowest column holding it, after columns
+    ``col`` of keys ``k`` (where ``ok``); :func:`_first_of_best` then gives the row's."""
+    up = ok & ((k > top_key) | ((k == top_key) & (col < top_col)))
+    return tl.where(up, k, top_key), tl.where(up, col, top_col)
+
+
+@triton.jit
 def _gumbel_pick(best, best_col, nan):
     """The column the steps of :func:`_gumbel_step` drew (the best score, ties to the
     lowest column), and whether the draw holds: no NaN score and a finite best."""
-    b = tl.max(best, axis=0)
-    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
+    b, b_col = _first_of_best(best, best_col, COL_NONE)
     return b_col, (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
 
 
@@ -344,15 +359,9 @@ def gumbel_draw_kernel(
         else:
             score = tl.math.div_rn(v, t)
         best, best_col, nan = _gumbel_step(score, col, key, ok, best, best_col, nan, PRECISE_LOG)
-        k_ = _keys(raw, KEY_BITS, INF_BITS)
-        up = ok & ((k_ > top_key) | ((k_ == top_key) & (col < top_col)))
-        top_key = tl.where(up, k_, top_key)
-        top_col = tl.where(up, col, top_col)
-    b = tl.max(best, axis=0)
-    b_col = tl.min(tl.where(best == b, best_col, COL_NONE), axis=0)
-    tk = tl.max(top_key, axis=0)
-    t_col = tl.min(tl.where(top_key == tk, top_col, COL_NONE), axis=0)
-    fine = (tl.max(nan, axis=0) == 0) & (b > float("-inf")) & (b < float("inf"))
+        top_key, top_col = _top_step(_keys(raw, KEY_BITS, INF_BITS), col, ok, top_key, top_col)
+    b_col, fine = _gumbel_pick(best, best_col, nan)
+    t_col = _first_of_best(top_key, top_col, COL_NONE)[1]
     tl.store(out_ptr + row, tl.where(fine, b_col, t_col))
 
 

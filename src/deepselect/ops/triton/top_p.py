@@ -23,11 +23,13 @@ from .sampling import (
     GOLDEN,
     _as_f32,
     _filtered_step,
+    _first_of_best,
     _gumbel_pick,
     _gumbel_start,
     _keys,
     _mix32,
     _scored_step,
+    _top_step,
 )
 from .sync import _smem_wide_add, _smem_wide_read, _smem_wide_zero
 
@@ -178,12 +180,9 @@ def _pool_read(x_row, sx_col, start, end, key, ck, cand, t, mx, fix, go, POOL: t
                     score, c.to(tl.int64), key, ok, best, best_col, nan, top, FROM_PROBS,
                     PRECISE,
                 )  # fmt: skip
-            if TOP:  # (a lane's columns rise step by step: the first of its largest key)
-                up = ok & ((kc > top_key) | (top_col == TOP_NONE))
-                top_key = tl.where(up, kc, top_key)
-                top_col = tl.where(up, c.to(tl.int32), top_col)
-    tk = tl.max(top_key, axis=0)
-    tc = tl.min(tl.where((top_key == tk) & (top_col < TOP_NONE), top_col, TOP_NONE), axis=0)
+            if TOP:
+                top_key, top_col = _top_step(kc, c.to(tl.int32), ok, top_key, top_col)
+    tk, tc = _first_of_best(top_key, top_col, TOP_NONE)
     return tl.sum(total, axis=0), tl.sum(fixed, axis=0), best, best_col, nan, tk, tc
 
 
@@ -307,8 +306,7 @@ def _parts_of_row(ws_ptr, row, SP: tl.constexpr, MOD: tl.constexpr, slot=0):
     g = tl.load(pick, cache_modifier=MOD).to(tl.float64, bitcast=True)
     cols = tl.load(pick + 1, cache_modifier=MOD)
     clean = tl.max(tl.load(pick + 2, cache_modifier=MOD), axis=0) == 0
-    b = tl.max(g, axis=0)
-    col = tl.min(tl.where(g == b, cols, COL_NONE), axis=0)
+    b, col = _first_of_best(g, cols, COL_NONE)
     drawn = clean & (b > float("-inf")) & (b < float("inf"))
     before = tl.sum(tl.load(part + 5, cache_modifier=MOD), axis=0)
     return tl.sum(sums, axis=0), tl.sum(fixes, axis=0), col, drawn, clean, before
@@ -329,8 +327,7 @@ def _top_of_parts(ws_ptr, row, SP: tl.constexpr, x_row, sx_col, val_ptr, idx_ptr
     part = ws_ptr + (row * SP + tl.arange(0, SP)) * PART_WORDS
     keys = tl.load(part + 9, cache_modifier=".cg")
     cols = tl.load(part + 10, cache_modifier=".cg")
-    top = tl.max(keys, axis=0)
-    col = tl.min(tl.where(keys == top, cols, TOP_NONE), axis=0)
+    col = _first_of_best(keys, cols, TOP_NONE)[1]
     col = tl.where(col < TOP_NONE, col, 0)  # (a row of no columns: none to write)
     tl.store(val_ptr + row, tl.load(x_row + col * sx_col))
     tl.store(idx_ptr + row, col.to(tl.int32))
