@@ -115,8 +115,9 @@ def top_p(bits: int, raw: str, flt: str, ninf: int, keys: dict) -> None:
                         PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, P_TENSOR=False,
                         **keys)  # fmt: skip
             # FIRST: before the selection, the checks' last part also ending the row's
-            # window (1) or writing its top-1 in place of a selection (2)
-            for check, first in itertools.product((False, True), (0, 1, 2)):
+            # window (1) or writing its top-1 in place of a selection (2); CHECK: the
+            # first read (0), a check (1), a check that also picks the next candidate (2)
+            for check, first in itertools.product((0, 1, 2), (0, 1, 2)):
                 consts = {**part, "CHECK": check, "FIRST": first}
                 print(build(top_p_ops.top_p_part_kernel, part_sig, consts))
 

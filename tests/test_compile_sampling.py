@@ -27,7 +27,7 @@ def field(line: str, name: str) -> int:
 # per key width: the pass 2 ops x 3 rankings, the kept sums 3 rankings, the draw 8; the
 # top-p draw 8 variants, one at BLOCK 128, one split with its two launches each before
 # and after the selection
-GROUPS = {("keep", "sums", "draw"): 2 * 3 + 3 + 8, ("top_p",): 8 + 1 + 1 + 2 * 3}
+GROUPS = {("keep", "sums", "draw"): 2 * 3 + 3 + 8, ("top_p",): 8 + 1 + 1 + 3 * 3}
 
 
 @pytest.mark.parametrize("bits", [16, 32])

@@ -93,7 +93,8 @@ program a row would leave most SMs idle (more rows gain nothing:
 docs/notes/2026-12-06-top-p-past-the-selection.md)."""
 
 SPLIT_PROGRAMS_PER_SM = 2
-"""Programs of the split first read and check, per SM (each of 4 warps)."""
+"""Programs of the split first read and check that run at once on an SM (4 warps each;
+at 158-189 registers two fit): a row's parts fill the SMs once, not more."""
 
 NUM_WARPS = 4
 
@@ -264,8 +265,10 @@ def _split_parts(rows: int, v: int, k, device: torch.device) -> tuple[int, int]:
     whole = isinstance(k, torch.Tensor) or k <= 0 or k >= v
     if rows > SPLIT_MAX_ROWS or v < 2 * READ_BLOCK or not whole:
         return 1, v
-    sm = sm_count(device)
-    parts = min(triton.cdiv(SPLIT_PROGRAMS_PER_SM * sm, rows), triton.cdiv(v, READ_BLOCK))
+    # as many programs as run at once, not more: one more than fit makes a second wave
+    # as long as the first (64 rows: 4 parts, where 5 took 320 programs of 264 places)
+    slots = SPLIT_PROGRAMS_PER_SM * sm_count(device)
+    parts = max(1, min(slots // rows, triton.cdiv(v, READ_BLOCK)))
     length = triton.cdiv(triton.cdiv(v, parts), READ_BLOCK) * READ_BLOCK
     return triton.cdiv(v, length), length
 
@@ -341,12 +344,14 @@ def top_p_draw(
         # (a per-row k seldom keeps a whole row: one round, no launches for the rare one)
         rounds = 1 if k_tensor else PART_ROUNDS
         for rnd in range(rounds + 1):
+            check = 0 if rnd == 0 else 1 if rnd == rounds else 2  # 2: it picks the next
             _top_p_part[(rows, sp)](
                 *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out, *tops),
-                rnd, SP=sp, CHECK=rnd > 0, P_TENSOR=p_tensor, FIRST=2 if top1 else int(first),
+                rnd, SP=sp, CHECK=check, P_TENSOR=p_tensor, FIRST=2 if top1 else int(first),
                 num_warps=NUM_WARPS, **row_flags,
             )  # fmt: skip
-        slot = rounds % 2  # the last round's picks
+        # the last round's candidate (the draw's rounds check it again), or the first
+        slot = (rounds - 1) % 2 if rounds else 0
     if first and not top1:
         vals, idx = select[1](ends)
     xr, vals_raw, draw_args = row_args[:3], vals.view(_RAW[x.dtype]), row_args[4:]

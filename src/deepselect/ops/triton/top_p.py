@@ -384,9 +384,10 @@ def top_p_part_kernel(
     are read by many programs, in rounds, one launch each: first (``rnd`` 0) the sums
     of its weights and its best Gumbel score (the row's first candidate: the best over
     the row's parts); then ``CHECK`` rounds ``rnd = 1, 2, ...``, each over the rows not
-    yet drawn: the weight of the part's entries before the candidate, and their best
-    Gumbel score, which the next round checks where this one's goes (as
-    :func:`_draw_by_rounds` does in one program, a read a round instead of two).
+    yet drawn: the weight of the part's entries before the candidate, and (``CHECK``
+    2, where a round follows) their best Gumbel score, which the next round checks
+    where this one's goes (as :func:`_draw_by_rounds` does in one program, a read a
+    round instead of two).
 
     ``decide = (p_ptr, end_ptr, cnt_ptr, out_ptr, top_val, top_idx)``. The first
     launch zeroes each row's count and sets ``out`` to -1 (not drawn). In a check, each
@@ -422,15 +423,16 @@ def top_p_part_kernel(
             live = go & drawn
             ck = _keys(tl.load(x_row + pick * sx_col, mask=live, other=0), KEY_BITS, INF_BITS)
             before, best, best_col, nan = _pool_read(
-                x_row, sx_col, start, end, key, ck, pick, t, mx, fix, live, True, True,
+                x_row, sx_col, start, end, key, ck, pick, t, mx, fix, live, True, CHECK == 2,
                 KEY_BITS, INF_BITS, FP16, FROM_PROBS, PRECISE_LOG, READ_BLOCK,
             )[1:5]  # fmt: skip
             tl.store(part + 5, before)
-            held = part + 2 + 4 * slot
-            b = tl.where(live, tl.max(best, axis=0), tl.load(held).to(tl.float64, bitcast=True))
-            col = tl.where(live, _gumbel_pick(best, best_col, nan)[0], tl.load(held + 1))
-            clean = tl.where(live, tl.max(nan, axis=0) == 0, tl.load(held + 2) == 0)
-            _store_pick(part + 2 + 4 * (1 - slot), b, col, clean)
+            if CHECK == 2:  # the next round's candidate (a read's own, or carried)
+                held = part + 2 + 4 * slot
+                b = tl.where(live, tl.max(best, axis=0), tl.load(held).to(tl.float64, bitcast=True))
+                col = tl.where(live, _gumbel_pick(best, best_col, nan)[0], tl.load(held + 1))
+                clean = tl.where(live, tl.max(nan, axis=0) == 0, tl.load(held + 2) == 0)
+                _store_pick(part + 2 + 4 * (1 - slot), b, col, clean)
             tl.debug_barrier()  # every store of the part before the count that publishes it
             if tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel", scope="gpu") == SP - 1:
                 row_parts = _parts_of_row(ws_ptr, row, SP, ".cg", slot)
