@@ -23,7 +23,13 @@ from triton.compiler import ASTSource
 from deepselect.ops.triton import sampling
 from deepselect.ops.triton import top_p as top_p_ops
 from deepselect.ops.triton.common import _inf_bits
-from deepselect.triton_sampling import RANK_MAX, READ_BLOCK, ROW_BLOCK, TOP_P_ROUNDS
+from deepselect.triton_sampling import (
+    RANK_MAX,
+    READ_BLOCK,
+    ROW_BLOCK,
+    TOP_P_ROUNDS,
+    _part_block,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_check import bins_clash, ptxas_report  # noqa: E402
@@ -112,7 +118,7 @@ def top_p(bits: int, raw: str, flt: str, ninf: int, keys: dict) -> None:
             part_sig.update(L="i32", p_scalar="fp64", rnd="i32",
                             decide=("*fp64", "*i64", "*i32", "*i64", raw, "*i32"))  # fmt: skip
             part = dict(K_TENSOR=k_tensor, TEMP_TENSOR=temp_tensor, FROM_PROBS=probs,
-                        PRECISE_LOG=True, READ_BLOCK=READ_BLOCK, SP=128, P_TENSOR=False,
+                        PRECISE_LOG=True, READ_BLOCK=_part_block(), SP=128, P_TENSOR=False,
                         **keys)  # fmt: skip
             # FIRST: before the selection, the checks' last part also ending the row's
             # window (1) or writing its top-1 in place of a selection (2); CHECK: the

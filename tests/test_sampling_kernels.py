@@ -413,6 +413,7 @@ def test_parts_draw_rows_whose_first_candidates_go(kernels, monkeypatch, split, 
     With one round fewer, a row goes past them."""
     monkeypatch.setattr(triton_sampling, "TOP_P_RANKS", 4)
     monkeypatch.setattr(triton_sampling, "READ_BLOCK", 64)  # five steps a read
+    monkeypatch.setattr(triton_sampling, "PART_BLOCK", 32)  # a part's steps smaller
 
     def fail(*args, **kwargs):
         raise AssertionError("a row went past the parts' rounds")

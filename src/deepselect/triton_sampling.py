@@ -92,9 +92,16 @@ row by several programs (:func:`_split_parts`) before the draw's launch, where o
 program a row would leave most SMs idle (more rows gain nothing:
 docs/notes/2026-12-06-top-p-past-the-selection.md)."""
 
-SPLIT_PROGRAMS_PER_SM = 2
+SPLIT_PROGRAMS_PER_SM = 4
 """Programs of the split first read and check that run at once on an SM (4 warps each;
-at 158-189 registers two fit): a row's parts fill the SMs once, not more."""
+at ``PART_BLOCK`` 512, 88-103 registers, four fit): a row's parts fill the SMs once,
+not more."""
+
+PART_BLOCK = 512
+"""Entries a step of a part's reads: half a read's ``READ_BLOCK``, so that a part holds
+half the registers (sm_90: 88-103 against 158-189) and twice as many parts run at once
+(a part's launch was bound by its programs' serial reads at two an SM:
+docs/notes/2026-12-07-top-p-parts-first.md)."""
 
 NUM_WARPS = 4
 
@@ -258,18 +265,25 @@ def gumbel_draw(
     return out
 
 
+def _part_block() -> int:
+    """Entries a step of the parts' reads: ``PART_BLOCK``, or ``READ_BLOCK`` where that
+    is smaller."""
+    return min(PART_BLOCK, READ_BLOCK)
+
+
 def _split_parts(rows: int, v: int, k, device: torch.device) -> tuple[int, int]:
     """``(S, L)``: each row's first read and check in ``S`` parts of ``L`` columns (a
-    multiple of ``READ_BLOCK``), or ``(1, v)`` (none: many rows, short rows, or an
-    int ``k`` that keeps no whole row)."""
+    multiple of the parts' block, :func:`_part_block`), or ``(1, v)`` (none: many rows,
+    short rows, or an int ``k`` that keeps no whole row)."""
     whole = isinstance(k, torch.Tensor) or k <= 0 or k >= v
-    if rows > SPLIT_MAX_ROWS or v < 2 * READ_BLOCK or not whole:
+    block = _part_block()
+    if rows > SPLIT_MAX_ROWS or v < 2 * block or not whole:
         return 1, v
     # as many programs as run at once, not more: one more than fit makes a second wave
-    # as long as the first (64 rows: 4 parts, where 5 took 320 programs of 264 places)
+    # as long as the first (at two an SM, 64 rows in 5 parts made 320 programs for 264)
     slots = SPLIT_PROGRAMS_PER_SM * sm_count(device)
-    parts = max(1, min(slots // rows, triton.cdiv(v, READ_BLOCK)))
-    length = triton.cdiv(triton.cdiv(v, parts), READ_BLOCK) * READ_BLOCK
+    parts = max(1, min(slots // rows, triton.cdiv(v, block)))
+    length = triton.cdiv(triton.cdiv(v, parts), block) * block
     return triton.cdiv(v, length), length
 
 
@@ -348,7 +362,7 @@ def top_p_draw(
             _top_p_part[(rows, sp)](
                 *row_args, ws, v, m, fix, length, p_scalar, (p_ptr, ends, cnt, out, *tops),
                 rnd, SP=sp, CHECK=check, P_TENSOR=p_tensor, FIRST=2 if top1 else int(first),
-                num_warps=NUM_WARPS, **row_flags,
+                num_warps=NUM_WARPS, **{**row_flags, "READ_BLOCK": _part_block()},
             )  # fmt: skip
         # the last round's candidate (the draw's rounds check it again), or the first
         slot = (rounds - 1) % 2 if rounds else 0
