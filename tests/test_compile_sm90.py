@@ -192,8 +192,9 @@ def test_bracket_kernel_builds_without_clash_or_spills():
     atomic adds present, no shared-memory instruction of Triton's own while its bins
     live; where the dispatch takes it (unsorted: by value a program holds the row), no
     spills and no layout conversion in its loops over the row. Outside them a few: the
-    runs' counts between reads (a handful a row, none a step) and one in the write
-    after the loops (16-bit values and 32-bit indices stored in vectors of 16 bytes)."""
+    runs' counts between reads (a handful a row, none a step), the narrowing among a
+    staged bracket's keys after the write's read (two a row) and one in the write after
+    the loops (16-bit values and 32-bit indices stored in vectors of 16 bytes)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run(
@@ -212,4 +213,4 @@ def test_bracket_kernel_builds_without_clash_or_spills():
         # unsorted, the selection's scattered stores keep the loop's layout
         if "order=value" not in line:
             assert spills(line) == 0 and " loop_cvt=0 " in line, line
-            assert int(re.search(r" cvt=(\d+)", line).group(1)) <= 8, line
+            assert int(re.search(r" cvt=(\d+)", line).group(1)) <= 10, line

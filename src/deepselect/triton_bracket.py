@@ -91,6 +91,7 @@ def bracket_signature(dtype: torch.dtype, idx64: bool) -> dict:
     for name in ("stride_ovr", "stride_ovc", "stride_oir", "stride_oic"):
         sig[name] = "i32"
     sig.update(off_ptr="*i64", off_scalar="i32", fill_index="i32", fill_bits="i32", k="i32")
+    sig.update(stage="*i32")
     sig.update(page_ptr="*i32", page_stride="i32", max_pages="i32", n_batch="i32")
     sig.update(r2b_ptr="*i64")
     return sig
@@ -144,6 +145,11 @@ def run_bracket(
         ("write_values", write_values),
     )
     kw = _launch_bundle(x.dtype, k, plan, flags, tuple(page_flags.items()), _interpreting())
+    # the staged positions of a bracket's keys: in shared memory on a GPU, else here
+    sel = kw["SEL"]
+    stage = out_indices
+    if not sel[4]:
+        stage = torch.empty(rows, sel[6] << sel[2], dtype=torch.int32, device=x.device)
     _bracket_kernel[(rows,)](
         (raw, x.stride(0), x.stride(1), n),
         (begin, end),
@@ -151,6 +157,7 @@ def run_bracket(
         (off_ptr, off_scalar),
         (opt.fill_index, fill_bits),
         k,
+        stage,
         page_args,
         **kw,
     )

@@ -24,22 +24,27 @@ reads, where each run's counts give its place in the output.
 3. **Narrowing.** The bin where the count from the top reaches k becomes the bracket,
    the keys above it are counted, and while the bin is wider than one key, another
    read takes the histogram of the keys inside it at ``s - log2(NB)`` bits. 16-bit keys
-   of a normal row need none (the bracket spans fewer than 256 keys); 32-bit keys one
-   or two (``NB`` = 256 a run). The runs' histograms summed choose the bin; each
-   run's own give its keys above the new bracket.
-4. **Write.** The pivot key ``P`` (the k-th largest) and each run's keys above it and
-   equal to it being known, a last read writes every key above ``P`` and the first
-   ``k - above`` keys equal to it in index order, at slots counted by a running sum in
-   index order (within a run, a warp's own scan; across runs, the counts of the runs
-   before it): the selection in index order, as the short rows' kernel writes it. The
-   read stores
-   only the selected positions at their slots; after it each slot is read back and
-   written once as its index (offset or cache slot) and value (put best first where
-   the order is by value).
+   of a normal row need none (the bracket spans fewer than 256 keys). The runs'
+   histograms summed choose the bin; each run's own give its keys above the new
+   bracket. Unless the order is by index, a bin wider than one key that holds at most
+   ``CAP = W * NB`` keys ends the reads (32-bit keys of a normal row: after the first):
+   the write's read stages those keys' positions, and the narrowing goes on over them
+   alone.
+4. **Write.** Each run's keys above the bracket and inside it being known, a last read
+   writes every key above it at slots counted by a running sum in index order (within
+   a run, a warp's own scan; across runs, the counts of the runs before it). Where the
+   bracket is one key, the pivot ``P`` (the k-th largest), the first ``k - above`` keys
+   equal to it follow, interleaved in index order where the order is by index (the
+   selection in index order, as the short rows' kernel writes it). Where it was left
+   wider (staged, as above), the pivot and the selected keys among the staged ones are
+   found after the read and written last. The read stores only the selected positions
+   at their slots; after it each slot is read back and written once as its index
+   (offset or cache slot) and value (put best first where the order is by value).
 
 Exact whatever the data: each histogram is over a range of keys known to hold the
 k-th, bins are monotone in the key, and counts are integers. Bounded: at most ``2 +
-ceil(KEY_BITS / log2(NB))`` reads of the row. No data-dependent launch, no host sync.
+ceil(KEY_BITS / log2(NB))`` reads of the row (a normal row: two, whatever the dtype).
+No data-dependent launch, no host sync.
 """
 
 from __future__ import annotations
@@ -48,8 +53,14 @@ import triton
 import triton.language as tl
 
 from .common import _raw_key, _window
-from .short import SHORT_GROUPS, _row_offset, _write_staged
-from .sync import _smem_bins_add, _smem_bins_read, _smem_bins_zero
+from .short import SHORT_GROUPS, _key, _row_offset, _write_staged
+from .sync import (
+    _histogram,
+    _smem_bins_add,
+    _smem_bins_read,
+    _smem_bins_zero,
+    _smem_words_store,
+)
 
 BRACKET_Z = tl.constexpr(3.0)  # the bracket's half width, in standard deviations ...
 BRACKET_PAD = tl.constexpr(2.0)  # ... plus this many samples
@@ -193,10 +204,16 @@ def _narrow(hw, blo, bhi, s, above_w, kk, LOG_NB: tl.constexpr):
 @triton.jit
 def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
            C: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
-           SMEM: tl.constexpr):  # fmt: skip
-    """Steps 1-3: the window's k-th largest key ``P``, and each run's keys above it
-    and equal to it (``nv > k`` valid keys; runs as ``_runs`` gives them)."""
+           SMEM: tl.constexpr, COLLECT: tl.constexpr):  # fmt: skip
+    """Steps 1-3: the bracket ``[blo, bhi]`` of the window's k-th largest key, and each
+    run's keys above it and inside it (``nv > k`` valid keys; runs as ``_runs`` gives
+    them). The reads narrow it to one key (``blo == bhi``, the pivot), or, with
+    ``COLLECT``, stop at the first bin wider than one key that holds at most
+    ``W * 2**LOG_NB`` keys (``collect``): the write's read then stages them, and
+    ``_collected`` narrows among those alone, at ``s`` bits first (the bin spans
+    ``2**s`` keys, ``s > 0``)."""
     KEY_BITS: tl.constexpr = 16 if KEYS[4] else 32
+    CAP: tl.constexpr = p0.shape[0] << LOG_NB
     kk = tl.minimum(k, nv)
     blo, bhi = _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS, S)
     s = _shift(bhi - blo, LOG_NB)
@@ -204,6 +221,7 @@ def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
     at_w = above_w
     first = nv == nv
     done = nv != nv
+    collect = done
     # one read a step, from a single place in the code, so that nothing of Triton's
     # own can fall between the bins' zero and their read however it lays out the loop
     while not done:
@@ -215,14 +233,53 @@ def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
         miss = first & ((above >= kk) | (above + tl.sum(tl.sum(hw, axis=1), axis=0) < kk))
         nlo, nhi, nabove_w, at_w = _narrow(hw, blo, bhi, s, above_w, kk, LOG_NB)
         # the sample that far off: every key, read again; else the bin that holds the
-        # k-th key, read again at fewer bits while it spans more than one key
+        # k-th key, read again at fewer bits while it spans more than one key (or, to
+        # collect, held by few enough keys to stage)
+        if COLLECT:
+            collect = (miss == 0) & (s > 0) & (tl.sum(at_w, axis=0) <= CAP)
         blo = tl.where(miss, 0, nlo).to(tl.uint32)
         bhi = tl.where(miss, KEYS[0], nhi).to(tl.uint32)
         above_w = tl.where(miss, 0, nabove_w)
-        done = (not miss) & (s == 0)
+        done = ((not miss) & (s == 0)) | collect
         s = tl.where(miss, KEY_BITS - LOG_NB, tl.maximum(s - LOG_NB, 0))
         first = nv != nv
-    return blo, above_w, at_w
+    return blo, bhi, s, above_w, at_w, collect
+
+
+@triton.jit
+def _collected(x_row, stride_xc, stage_row, c_b, blo, bhi, s, above, kk, oi_row, stride_oic,
+               KEYS: tl.constexpr, LOG_NB: tl.constexpr, CAP: tl.constexpr,
+               SMEM: tl.constexpr, NT: tl.constexpr):  # fmt: skip
+    """After a write's read that staged the ``c_b <= CAP`` positions of the keys in the
+    bracket ``[blo, bhi]`` in index order (in shared memory, or at ``stage_row``
+    without ``SMEM``) and wrote the ``above`` keys beyond it: the pivot among them, by
+    the reads' narrowing at ``s`` bits and down, and the ``kk - above`` of them that
+    are selected (those above the pivot, then the first at it in index order) written
+    to the outputs ``above .. kk - 1`` as positions (``_write_staged`` reads them
+    back)."""
+    NB: tl.constexpr = 1 << LOG_NB
+    j = tl.arange(0, CAP)
+    real = j < c_b
+    if SMEM:
+        pos = _smem_bins_read(CAP)
+    else:
+        pos = tl.load(stage_row + j, mask=real, other=0)
+    key = _key(tl.load(x_row + pos.to(tl.int64) * stride_xc, mask=real, other=0), KEYS)
+    above_w = tl.zeros([1], tl.int32) + above
+    done = c_b != c_b
+    while not done:
+        inb = real & (key >= blo) & (key <= bhi)
+        bins = tl.where(inb, ((key - blo) >> s).to(tl.int32), 0)
+        h = tl.reshape(_histogram(bins, inb, NB, SMEM, NT), [1, NB])
+        blo, bhi, above_w, _ = _narrow(h, blo, bhi, s, above_w, kk, LOG_NB)
+        done = s == 0
+        s = tl.maximum(s - LOG_NB, 0)
+    eq = real & (key == blo)
+    r = kk - tl.sum(above_w, axis=0)
+    sel = real & ((key > blo) | (eq & (tl.cumsum(eq.to(tl.int32), axis=0) <= r)))
+    slot = above + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+    sel = sel & (slot < kk)  # a guard: never a write past the row
+    tl.store(oi_row + slot.to(tl.int64) * stride_oic, pos.to(oi_row.dtype.element_ty), mask=sel)
 
 
 BRACKET_GROUPS = dict(
@@ -240,15 +297,17 @@ BRACKET_DEFAULTS = dict(PAGED=False, PAGE_SHIFT=0, HAS_R2B=False)
 
 @triton.jit
 def bracket_rows_kernel(
-    xin, win, out, off, fills, k, page, KEYS: tl.constexpr, FORM: tl.constexpr,
+    xin, win, out, off, fills, k, stage, page, KEYS: tl.constexpr, FORM: tl.constexpr,
     SEL: tl.constexpr, PAGE: tl.constexpr,
 ):  # fmt: skip
     """Exact top-k of row ``program_id(0)`` of ``xin = (x_ptr, stride_xr, stride_xc, N)``
     (its int16/int32 raw view) inside its window (``win = (begin_ptr, end_ptr)``), into
     the ``[rows, k]`` outputs ``out = (ov_ptr, oi_ptr, stride_ovr, stride_ovc,
-    stride_oir, stride_oic)`` in index order (``ORDER`` 1: by value), with the index
+    stride_oir, stride_oic)`` (``ORDER`` 0: any, 1: by value, 2: by index), with the index
     offset ``off = (off_ptr, off_scalar)``, the fills ``fills = (fill_index,
-    fill_bits)`` past a window shorter than k and the page map ``page``. Compile-time:
+    fill_bits)`` past a window shorter than k and the page map ``page``; ``stage``:
+    ``[rows, W * 2**LOG_NB]`` int32 words for the staged positions without
+    ``SMEM_HIST`` (else shared memory holds them, and ``stage`` is not read). Compile-time:
     ``KEYS``, ``FORM``, ``PAGE`` as ``short_rows_kernel`` takes them; ``SEL = (BLOCK,
     S, LOG_NB, KP, SMEM_HIST, ASM, WARPS)``: the elements read at once (a multiple of
     the program's threads), the sample, the histogram's bins (log2), a power of two >=
@@ -276,6 +335,9 @@ def bracket_rows_kernel(
     W: tl.constexpr = SEL[6]
     C: tl.constexpr = BLOCK // W
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
+    INTERLEAVE: tl.constexpr = ORDER == 2  # by index: the selection in index order
+    COLLECT: tl.constexpr = ORDER != 2  # else a bracket of few keys may be staged
+    CAP: tl.constexpr = W << LOG_NB  # the keys a bracket may hold to be staged
     row = tl.program_id(0)
     row64 = row.to(tl.int64)
     x_row = x_ptr + row64 * stride_xr
@@ -288,35 +350,61 @@ def bracket_rows_kernel(
     gt_w = tl.maximum(tl.minimum(hi, start + nstep * C) - tl.maximum(lo, start), 0)
     eq_w = gt_w * 0
     pk = tl.zeros([], tl.uint32)
+    phi = pk
+    s = pk.to(tl.int32)
+    collect = nv != nv
     if nv > k:
-        pk, gt_w, eq_w = _pivot(
-            x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS, C, S, LOG_NB, SMEM
+        pk, phi, s, gt_w, eq_w, collect = _pivot(
+            x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS, C, S, LOG_NB, SMEM, COLLECT
         )  # fmt: skip
-    # 4. the write: every key above P, then the first kk - above keys at P, index order;
-    # positions staged at their slots in the loop, indices and values once an output after
+    # 4. the write: every key above the bracket [pk, phi], then the first kk - above keys
+    # in it where it is one key (the pivot), in index order (interleaved where the order
+    # is by index); positions staged at their slots in the loop, indices and values once
+    # an output after. A bracket of more keys (collect): its keys' positions staged in
+    # index order, the pivot and their selection found among them after the loop
     offset = _row_offset(off_ptr, off_scalar, row, OFF_TENSOR)
     oi_row = oi_ptr + row64 * stride_oir
     ov_row = ov_ptr + row64 * stride_ovr
     orow = (oi_row, stride_oic, ov_row, stride_ovc)
-    r = kk - tl.sum(gt_w, axis=0)
+    above = tl.sum(gt_w, axis=0)
+    r = kk - above
     n_gt = tl.cumsum(gt_w, axis=0) - gt_w  # the keys of the runs before each, in order
     n_eq = tl.cumsum(eq_w, axis=0) - eq_w
+    stage_row = stage + row64 * CAP
     ahead = _load(x_row, stride_xc, p0, lo, hi)
     for b in range(nstep):
         pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
-        gt = tl.where(nv <= k, ok, ok & (key > pk))  # every valid key in a short window
-        eq = tl.where(nv <= k, False, ok & (key == pk))
+        gt = tl.where(nv <= k, ok, ok & (key > phi))  # every valid key in a short window
+        if INTERLEAVE:
+            eq = tl.where(nv <= k, False, ok & (key == pk))
+        else:
+            eq = tl.where(nv <= k, False, ok & (key >= pk) & (key <= phi))
         flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
         run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
         c_eq = n_eq[:, None] + (run & 0xFFFF)
-        slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
+        if INTERLEAVE:
+            slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
+        else:
+            slot = tl.where(gt, n_gt[:, None] + (run >> 16), above + c_eq) - 1
         # (slot < kk holds for every selected key: a guard, never a write past the row)
-        sel = (gt | (eq & (c_eq <= r))) & (slot < kk)
+        sel = (gt | tl.where(collect, False, eq & (c_eq <= r))) & (slot < kk)
         oi_at = oi_row + slot.to(tl.int64) * stride_oic
         _scatter(oi_at, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
+        if COLLECT:
+            if SMEM:
+                _smem_words_store(c_eq - 1, pos, tl.where(collect, eq, False))
+            else:
+                tl.store(stage_row + c_eq - 1, pos, mask=tl.where(collect, eq, False))
         tot = tl.sum(flags, axis=1)
         n_gt += tot >> 16
         n_eq += tot & 0xFFFF
+    if COLLECT:
+        if collect:
+            tl.debug_barrier()  # every staged position before the read-back
+            _collected(
+                x_row, stride_xc, stage_row, tl.sum(eq_w, axis=0), pk, phi, s, above, kk,
+                oi_row, stride_oic, KEYS, LOG_NB, CAP, SMEM, W * 32,
+            )  # fmt: skip
     tl.debug_barrier()  # every staged position before the read-back
     _write_staged(
         x_row, stride_xc, 0, kk, kk, k, True, row, offset, orow, fills, page, KEYS,

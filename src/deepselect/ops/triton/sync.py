@@ -507,6 +507,25 @@ SMEM_LOAD_ASM = tl.constexpr(
 )
 
 
+# word $1 := $3 where $2 != 0 (positions staged at their slots: bracket._collected)
+SMEM_STORE_ASM = tl.constexpr(
+    "{ .reg .pred %p; .reg .b32 %a, %b; setp.ne.s32 %p, $2, 0; shl.b32 %a, $1, 2; "
+    "mov.b32 %b, global_smem; add.u32 %a, %a, %b; @%p st.shared.b32 [%a], $3; "
+    "mov.b32 $0, 0; }"
+)
+
+
+@triton.jit
+def _smem_words_store(at, vals, mask):
+    """Word ``at`` of shared memory := ``vals`` (int32) where ``mask``, in the layout
+    the operands have; read back by :func:`_smem_bins_read` (which reserves the words)
+    after a barrier, with no other use of shared memory in between."""
+    tl.inline_asm_elementwise(
+        SMEM_STORE_ASM, "=r,r,r,r", [at, mask.to(tl.int32), vals.to(tl.int32)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
 @triton.jit
 def _smem_words_zero(NB: tl.constexpr, ZERO_ASM: tl.constexpr):
     """``NB`` words of shared memory := 0 by ``ZERO_ASM`` (word ``$1`` := 0), between
