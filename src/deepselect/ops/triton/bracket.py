@@ -282,6 +282,52 @@ def _collected(x_row, stride_xc, stage_row, c_b, blo, bhi, s, above, kk, oi_row,
     tl.store(oi_row + slot.to(tl.int64) * stride_oic, pos.to(oi_row.dtype.element_ty), mask=sel)
 
 
+@triton.jit
+def _write_read(x_row, stride_xc, p0, lo, hi, nstep, pk, phi_or_r, n_gt, n_eq, kk, oi_row,
+                stride_oic, stage_row, KEYS: tl.constexpr, C: tl.constexpr,
+                ASM: tl.constexpr, SMEM: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
+    """Step 4's read of the window (runs ``p0``, ``nstep``; ``n_gt``, ``n_eq``: the keys
+    of the runs before each above the bracket and in it): each key above it goes to
+    its output slot as its position, counted in index order. ``STAGE``: the bracket
+    ``[pk, phi_or_r]`` holds more than one key, and the positions of its keys go to
+    their slots in the staging words (shared memory, or ``stage_row``) for
+    ``_collected``. Else the bracket is the pivot ``pk`` (``phi_or_r``: the ``r`` keys at
+    it to take), whose first ``r`` keys go to the outputs interleaved with the keys
+    above it in index order; ``r = 0`` where the window holds at most k keys (every
+    valid key is then above it)."""
+    ahead = _load(x_row, stride_xc, p0, lo, hi)
+    for b in range(nstep):
+        pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
+        if STAGE:
+            gt = ok & (key > phi_or_r)
+            eq = ok & (key >= pk) & (key <= phi_or_r)
+        else:
+            r = phi_or_r
+            gt = tl.where(r == 0, ok, ok & (key > pk))
+            eq = tl.where(r == 0, False, ok & (key == pk))
+        flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
+        run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
+        c_eq = n_eq[:, None] + (run & 0xFFFF)
+        if STAGE:
+            slot = n_gt[:, None] + (run >> 16) - 1
+            sel = gt
+        else:
+            slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
+            sel = gt | (eq & (c_eq <= r))
+        # (slot < kk holds for every selected key: a guard, never a write past the row)
+        sel = sel & (slot < kk)
+        oi_at = oi_row + slot.to(tl.int64) * stride_oic
+        _scatter(oi_at, pos.to(oi_row.dtype.element_ty), sel, ASM)
+        if STAGE:
+            if SMEM:
+                _smem_words_store(c_eq - 1, pos, eq)
+            else:
+                tl.store(stage_row + c_eq - 1, pos, mask=eq)
+        tot = tl.sum(flags, axis=1)
+        n_gt += tot >> 16
+        n_eq += tot & 0xFFFF
+
+
 BRACKET_GROUPS = dict(
     **{g: SHORT_GROUPS[g] for g in ("xin", "win", "out", "off", "fills", "page", "KEYS", "FORM")},
     SEL=("BLOCK", "S", "LOG_NB", "KP", "SMEM_HIST", "ASM", "WARPS"),
@@ -335,8 +381,7 @@ def bracket_rows_kernel(
     W: tl.constexpr = SEL[6]
     C: tl.constexpr = BLOCK // W
     V: tl.constexpr = 8 if RAW16 else 4  # elements of a 16-byte vector
-    INTERLEAVE: tl.constexpr = ORDER == 2  # by index: the selection in index order
-    COLLECT: tl.constexpr = ORDER != 2  # else a bracket of few keys may be staged
+    COLLECT: tl.constexpr = ORDER != 2  # (by index: the selection in index order)
     CAP: tl.constexpr = W << LOG_NB  # the keys a bracket may hold to be staged
     row = tl.program_id(0)
     row64 = row.to(tl.int64)
@@ -371,40 +416,21 @@ def bracket_rows_kernel(
     n_gt = tl.cumsum(gt_w, axis=0) - gt_w  # the keys of the runs before each, in order
     n_eq = tl.cumsum(eq_w, axis=0) - eq_w
     stage_row = stage + row64 * CAP
-    ahead = _load(x_row, stride_xc, p0, lo, hi)
-    for b in range(nstep):
-        pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
-        gt = tl.where(nv <= k, ok, ok & (key > phi))  # every valid key in a short window
-        if INTERLEAVE:
-            eq = tl.where(nv <= k, False, ok & (key == pk))
-        else:
-            eq = tl.where(nv <= k, False, ok & (key >= pk) & (key <= phi))
-        flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
-        run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
-        c_eq = n_eq[:, None] + (run & 0xFFFF)
-        if INTERLEAVE:
-            slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
-        else:
-            slot = tl.where(gt, n_gt[:, None] + (run >> 16), above + c_eq) - 1
-        # (slot < kk holds for every selected key: a guard, never a write past the row)
-        sel = (gt | tl.where(collect, False, eq & (c_eq <= r))) & (slot < kk)
-        oi_at = oi_row + slot.to(tl.int64) * stride_oic
-        _scatter(oi_at, pos.to(oi_ptr.dtype.element_ty), sel, ASM)
-        if COLLECT:
-            if SMEM:
-                _smem_words_store(c_eq - 1, pos, tl.where(collect, eq, False))
-            else:
-                tl.store(stage_row + c_eq - 1, pos, mask=tl.where(collect, eq, False))
-        tot = tl.sum(flags, axis=1)
-        n_gt += tot >> 16
-        n_eq += tot & 0xFFFF
-    if COLLECT:
-        if collect:
-            tl.debug_barrier()  # every staged position before the read-back
-            _collected(
-                x_row, stride_xc, stage_row, tl.sum(eq_w, axis=0), pk, phi, s, above, kk,
-                oi_row, stride_oic, KEYS, LOG_NB, CAP, SMEM, W * 32,
-            )  # fmt: skip
+    if COLLECT and collect:
+        _write_read(
+            x_row, stride_xc, p0, lo, hi, nstep, pk, phi, n_gt, n_eq, kk, oi_row, stride_oic,
+            stage_row, KEYS, C, ASM, SMEM, True,
+        )  # fmt: skip
+        tl.debug_barrier()  # every staged position before the read-back
+        _collected(
+            x_row, stride_xc, stage_row, tl.sum(eq_w, axis=0), pk, phi, s, above, kk,
+            oi_row, stride_oic, KEYS, LOG_NB, CAP, SMEM, W * 32,
+        )  # fmt: skip
+    else:
+        _write_read(
+            x_row, stride_xc, p0, lo, hi, nstep, pk, r, n_gt, n_eq, kk, oi_row, stride_oic,
+            stage_row, KEYS, C, ASM, SMEM, False,
+        )  # fmt: skip
     tl.debug_barrier()  # every staged position before the read-back
     _write_staged(
         x_row, stride_xc, 0, kk, kk, k, True, row, offset, orow, fills, page, KEYS,
