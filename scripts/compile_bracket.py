@@ -1,7 +1,8 @@
 """Build the bracket kernel (:mod:`deepselect.ops.triton.bracket`) for an H100/H200 (sm_90)
 without a GPU and print one line per variant: its shared memory in bytes, the atomic adds
 to its histogram (``bins``), Triton's own shared-memory instructions while the bins live
-(``clash``: each could overwrite a bin, so there must be none), the layout conversions
+(``clash``: each could overwrite a bin, so there must be none), the same around the
+staged positions of a bracket left wide (``stage_clash``), the layout conversions
 (``cvt``: each goes through shared memory and its barriers; ``loop_cvt``: those inside a
 loop over the row's blocks), registers and spills.
 
@@ -36,6 +37,7 @@ from compile_check import (  # noqa: E402
     launch_specialization,
     ptxas_report,
     source,
+    stage_clash,
 )
 
 from deepselect.ops.triton.bracket import bracket_rows_kernel  # noqa: E402
@@ -75,6 +77,7 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
         f"vectors={plan.vectors} sample={plan.sample} smem={c.metadata.shared} "
         f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx, 32)} "
+        f"stage_clash={stage_clash(ptx)} "
         f"cvt={c.asm['ttgir'].count('convert_layout')} "
         f"loop_cvt={loop_conversions(c.asm['ttgir'])} {ptxas_report(ptx)}"
     )

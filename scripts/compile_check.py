@@ -296,6 +296,30 @@ def bins_clash(ptx: str, bits: int) -> int:
     return clash
 
 
+def stage_clash(ptx: str) -> int:
+    """Shared-memory instructions of Triton's own that could meet a kernel's inline
+    staging words (``ops.triton.sync._smem_words_store``, read back by an inline
+    load): between the stores and their read, or after the last barrier before the
+    first store (a warp still reading Triton's bytes while another stages). Must be 0."""
+    inside = live = False
+    clash = since_bar = 0
+    for line in ptx.splitlines():
+        t = line.strip()
+        if "begin inline asm" in t or "end inline asm" in t:
+            inside = "begin" in t
+        elif inside and "st.shared.b32 [%a], %" in t:
+            clash += since_bar if not live else 0
+            live, since_bar = True, 0
+        elif inside and live and "ld.shared.b32" in t and "[%a]" in t:
+            live = False
+        elif not inside and "bar.sync" in t:
+            since_bar = 0
+        elif not inside and ".shared" in t:
+            clash += live
+            since_bar += 1
+    return clash
+
+
 def ptxas_report(ptx: str) -> str:
     """Registers / spills as ptxas reports them for sm_90."""
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas-blackwell")

@@ -295,6 +295,8 @@ def _write_read(x_row, stride_xc, p0, lo, hi, nstep, pk, phi_or_r, n_gt, n_eq, k
     it to take), whose first ``r`` keys go to the outputs interleaved with the keys
     above it in index order; ``r = 0`` where the window holds at most k keys (every
     valid key is then above it)."""
+    if STAGE:
+        tl.debug_barrier()  # Triton's earlier uses of the staging words are over
     ahead = _load(x_row, stride_xc, p0, lo, hi)
     for b in range(nstep):
         pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
