@@ -95,6 +95,36 @@ def test_a_sample_far_off_takes_every_key(dtype):
     check(x, 100, plan=BracketPlan(warps=1, vectors=1, sample=1))
 
 
+@pytest.mark.parametrize("extra", [0, 1], ids=["cap", "cap+1"])
+def test_a_bracket_of_cap_keys_is_staged_one_more_is_read(extra):
+    """fp32 rows whose sample misses (its positions hold the largest values), so that
+    the first read bins every key by its top 8 bits, and whose k-th key lies in the bin
+    of [0.5, 2) holding exactly ``CAP`` keys (staged in the write's read, then narrowed
+    among themselves three times) or one more (narrowed by reading the row again); ties
+    at the k-th key among them; unsorted, by value and by index."""
+    cap = SMALL.warps * 256
+    n, s = 2048, SMALL.sample
+    g = torch.Generator().manual_seed(7)
+    x = torch.rand(n, generator=g, dtype=torch.float64) * 0.25  # below the bin
+    at = (torch.arange(s) * n) // s
+    free = torch.ones(n, dtype=torch.bool)
+    free[at] = False
+    cols = torch.randperm(n, generator=g)
+    cols = cols[free[cols]]
+    mid = cols[: cap + extra]
+    x[mid] = 0.5 + torch.rand(cap + extra, generator=g, dtype=torch.float64) * 1.4
+    x[mid[::7]] = 1.25  # ties, the k-th among them
+    x[mid.max()] = 1.9  # the bin's last key in index order, selected: none may be lost
+    above = cols[cap + extra : cap + extra + 100]
+    x[above] = 10.0 + torch.arange(100, dtype=torch.float64)
+    x[at] = 100.0 + torch.arange(s, dtype=torch.float64)
+    x = x[None].repeat(2, 1).to(torch.float32).to(DEV)
+    rank_125 = int((x[0] > 1.25).sum())  # the ties at 1.25 start after these
+    for k in (rank_125 + 3, s + 100 + 1, s + 100 + cap // 2):
+        for order in (Order.NONE, Order.VALUE, Order.INDEX):
+            check(x, k, order=order)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("plan", [SMALL, FOUR], ids=["2warps", "4warps"])
 def test_outputs(dtype, plan):
