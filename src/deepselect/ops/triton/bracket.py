@@ -85,14 +85,35 @@ def _runs(a, hi, W: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS: tl.constexpr, C: tl.constexpr):
+def _inner(a, lo, hi, nstep, W: tl.constexpr, C: tl.constexpr):
+    """The steps ``[b_in, b_out)`` whose every run's ``C`` positions lie inside the
+    window ``[lo, hi)`` (runs as ``_runs`` lays them from ``a``): the first step of the
+    first run starts before ``lo`` unless ``a == lo``; the last run, furthest right,
+    leaves the window first."""
+    b_in = tl.where(a == lo, 0, 1)
+    b_out = tl.maximum(hi - (a + (W - 1) * nstep * C), 0) // C
+    return b_in, tl.maximum(b_out, b_in)
+
+
+@triton.jit
+def _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS: tl.constexpr,
+          C: tl.constexpr, INNER: tl.constexpr):  # fmt: skip
     """Step ``b`` of every run (first positions ``p0``), its raw bits ``ahead``
     (loaded a step before; step 0's by ``_load(.., p0, ..)``): its positions, keys and
     which are in ``[lo, hi)``, and step ``b + 1``'s raw bits, loaded now for the next
-    step (positions past ``hi`` load nothing)."""
+    step. ``inner = (b_in, b_out)``: the steps inside the window for every run
+    (``_inner``), loaded without a mask (a vector a thread, no bound compared); others
+    load nothing past ``hi``. ``INNER``: step ``b`` is one of them (every position
+    valid, none compared)."""
     pos = p0 + b * C
-    nxt = _load(x_row, stride_xc, pos + C, lo, hi)
-    ok = (pos >= lo) & (pos < hi)
+    if (b + 1 >= inner[0]) & (b + 1 < inner[1]):
+        nxt = tl.load(x_row + (pos + C).to(tl.int64) * stride_xc)
+    else:
+        nxt = _load(x_row, stride_xc, pos + C, lo, hi)
+    if INNER:
+        ok = tl.full(pos.shape, 1, tl.int1)
+    else:
+        ok = (pos >= lo) & (pos < hi)
     key = _raw_key(ahead, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
     return pos, key, ok, nxt
 
@@ -152,31 +173,53 @@ def _shift(span, LOG_NB: tl.constexpr):
 
 
 @triton.jit
-def _bins(x_row, stride_xc, p0, lo, hi, nstep, blo, bhi, s, KEYS: tl.constexpr,
+def _bins_step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over,
+               KEYS: tl.constexpr, C: tl.constexpr, LOG_NB: tl.constexpr,
+               SMEM: tl.constexpr, INNER: tl.constexpr):  # fmt: skip
+    """Step ``b`` of ``_bins``' read: its keys in ``[blo, bhi]`` added to their runs'
+    bins, those above ``bhi`` counted (``over``); the next step's raw bits."""
+    NB: tl.constexpr = 1 << LOG_NB
+    W: tl.constexpr = p0.shape[0]
+    at = (tl.arange(0, W) * NB)[:, None]  # each run's bins apart
+    _, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS, C, INNER)
+    inb = ok & (key >= blo) & (key <= bhi)
+    bins = tl.where(inb, at + ((key - blo) >> s).to(tl.int32), 0)
+    if SMEM:
+        _smem_bins_add(bins, inb)
+    else:
+        h += tl.histogram(tl.reshape(bins, [W * C]), W * NB, mask=tl.reshape(inb, [W * C]))
+    over += (ok & (key > bhi)).to(tl.int32)
+    return ahead, h, over
+
+
+@triton.jit
+def _bins(x_row, stride_xc, p0, lo, hi, nstep, inner, blo, bhi, s, KEYS: tl.constexpr,
           C: tl.constexpr, LOG_NB: tl.constexpr, SMEM: tl.constexpr):  # fmt: skip
     """One read of the window ``[lo, hi)`` by runs (``p0``, ``nstep``: see ``_runs``):
     each run's histogram (``[W, NB]``) of its keys in ``[blo, bhi]``, bin ``(key -
     blo) >> s``, by shared-memory atomics (``SMEM``; else in registers, as the
     interpreter runs it), and each run's count of keys above ``bhi`` (``[W]``). No
     other use of shared memory while the bins live: no reduction inside the loop (the
-    counts are per-lane sums)."""
+    counts are per-lane sums). The steps inside the window (``inner``) compare no
+    bound."""
     NB: tl.constexpr = 1 << LOG_NB
     W: tl.constexpr = p0.shape[0]
-    at = (tl.arange(0, W) * NB)[:, None]  # each run's bins apart
     h = tl.zeros([W * NB], tl.int32)
     over = tl.zeros([W, C], tl.int32)
     if SMEM:
         _smem_bins_zero(W * NB)
     ahead = _load(x_row, stride_xc, p0, lo, hi)
     for b in range(nstep):
-        _, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
-        inb = ok & (key >= blo) & (key <= bhi)
-        bins = tl.where(inb, at + ((key - blo) >> s).to(tl.int32), 0)
-        if SMEM:
-            _smem_bins_add(bins, inb)
+        if (b >= inner[0]) & (b < inner[1]):
+            ahead, h, over = _bins_step(
+                x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over, KEYS,
+                C, LOG_NB, SMEM, True,
+            )  # fmt: skip
         else:
-            h += tl.histogram(tl.reshape(bins, [W * C]), W * NB, mask=tl.reshape(inb, [W * C]))
-        over += (ok & (key > bhi)).to(tl.int32)
+            ahead, h, over = _bins_step(
+                x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over, KEYS,
+                C, LOG_NB, SMEM, False,
+            )  # fmt: skip
     if SMEM:
         h = _smem_bins_read(W * NB)
     return tl.reshape(h, [W, NB]), tl.sum(over, axis=1)
@@ -202,7 +245,7 @@ def _narrow(hw, blo, bhi, s, above_w, kk, LOG_NB: tl.constexpr):
 
 
 @triton.jit
-def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
+def _pivot(x_row, stride_xc, p0, lo, hi, nstep, inner, nv, k, KEYS: tl.constexpr,
            C: tl.constexpr, S: tl.constexpr, LOG_NB: tl.constexpr,
            SMEM: tl.constexpr, COLLECT: tl.constexpr):  # fmt: skip
     """Steps 1-3: the bracket ``[blo, bhi]`` of the window's k-th largest key, and each
@@ -211,7 +254,7 @@ def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
     ``COLLECT``, stop at the first bin wider than one key that holds at most
     ``W * 2**LOG_NB`` keys (``collect``): the write's read then stages them, and
     ``_collected`` narrows among those alone, at ``s`` bits first (the bin spans
-    ``2**s`` keys, ``s > 0``)."""
+    ``2**s`` keys, ``s > 0``). ``inner``: the steps inside the window (``_inner``)."""
     KEY_BITS: tl.constexpr = 16 if KEYS[4] else 32
     CAP: tl.constexpr = p0.shape[0] << LOG_NB
     kk = tl.minimum(k, nv)
@@ -226,7 +269,7 @@ def _pivot(x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS: tl.constexpr,
     # own can fall between the bins' zero and their read however it lays out the loop
     while not done:
         hw, over_w = _bins(
-            x_row, stride_xc, p0, lo, hi, nstep, blo, bhi, s, KEYS, C, LOG_NB, SMEM
+            x_row, stride_xc, p0, lo, hi, nstep, inner, blo, bhi, s, KEYS, C, LOG_NB, SMEM
         )  # fmt: skip
         above_w = tl.where(first, over_w, above_w)  # the first read counts the keys above
         above = tl.sum(above_w, axis=0)
@@ -283,8 +326,45 @@ def _collected(x_row, stride_xc, stage_row, c_b, blo, bhi, s, above, kk, oi_row,
 
 
 @triton.jit
-def _write_read(x_row, stride_xc, p0, lo, hi, nstep, pk, phi_or_r, n_gt, n_eq, kk, oi_row,
-                stride_oic, stage_row, KEYS: tl.constexpr, C: tl.constexpr,
+def _write_step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
+                oi_row, stride_oic, stage_row, KEYS: tl.constexpr, C: tl.constexpr,
+                ASM: tl.constexpr, SMEM: tl.constexpr, STAGE: tl.constexpr,
+                INNER: tl.constexpr):  # fmt: skip
+    """Step ``b`` of ``_write_read``'s read; the next step's raw bits and the runs'
+    counts after it."""
+    pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS, C, INNER)
+    if STAGE:
+        gt = ok & (key > phi_or_r)
+        eq = ok & (key >= pk) & (key <= phi_or_r)
+    else:
+        r = phi_or_r
+        gt = tl.where(r == 0, ok, ok & (key > pk))
+        eq = tl.where(r == 0, False, ok & (key == pk))
+    flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
+    run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
+    c_eq = n_eq[:, None] + (run & 0xFFFF)
+    if STAGE:
+        slot = n_gt[:, None] + (run >> 16) - 1
+        sel = gt
+    else:
+        slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
+        sel = gt | (eq & (c_eq <= r))
+    # (slot < kk holds for every selected key: a guard, never a write past the row)
+    sel = sel & (slot < kk)
+    oi_at = oi_row + slot.to(tl.int64) * stride_oic
+    _scatter(oi_at, pos.to(oi_row.dtype.element_ty), sel, ASM)
+    if STAGE:
+        if SMEM:
+            _smem_words_store(c_eq - 1, pos, eq)
+        else:
+            tl.store(stage_row + c_eq - 1, pos, mask=eq)
+    tot = tl.sum(flags, axis=1)
+    return ahead, n_gt + (tot >> 16), n_eq + (tot & 0xFFFF)
+
+
+@triton.jit
+def _write_read(x_row, stride_xc, p0, lo, hi, nstep, inner, pk, phi_or_r, n_gt, n_eq, kk,
+                oi_row, stride_oic, stage_row, KEYS: tl.constexpr, C: tl.constexpr,
                 ASM: tl.constexpr, SMEM: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
     """Step 4's read of the window (runs ``p0``, ``nstep``; ``n_gt``, ``n_eq``: the keys
     of the runs before each above the bracket and in it): each key above it goes to
@@ -294,40 +374,22 @@ def _write_read(x_row, stride_xc, p0, lo, hi, nstep, pk, phi_or_r, n_gt, n_eq, k
     ``_collected``. Else the bracket is the pivot ``pk`` (``phi_or_r``: the ``r`` keys at
     it to take), whose first ``r`` keys go to the outputs interleaved with the keys
     above it in index order; ``r = 0`` where the window holds at most k keys (every
-    valid key is then above it)."""
+    valid key is then above it). The steps inside the window (``inner``) compare no
+    bound."""
     if STAGE:
         tl.debug_barrier()  # Triton's earlier uses of the staging words are over
     ahead = _load(x_row, stride_xc, p0, lo, hi)
     for b in range(nstep):
-        pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C)
-        if STAGE:
-            gt = ok & (key > phi_or_r)
-            eq = ok & (key >= pk) & (key <= phi_or_r)
+        if (b >= inner[0]) & (b < inner[1]):
+            ahead, n_gt, n_eq = _write_step(
+                x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
+                oi_row, stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, True,
+            )  # fmt: skip
         else:
-            r = phi_or_r
-            gt = tl.where(r == 0, ok, ok & (key > pk))
-            eq = tl.where(r == 0, False, ok & (key == pk))
-        flags = gt.to(tl.int32) * 65536 + eq.to(tl.int32)
-        run = tl.cumsum(flags, axis=1)  # < 65536 of each in a step
-        c_eq = n_eq[:, None] + (run & 0xFFFF)
-        if STAGE:
-            slot = n_gt[:, None] + (run >> 16) - 1
-            sel = gt
-        else:
-            slot = n_gt[:, None] + (run >> 16) + tl.minimum(c_eq, r) - 1
-            sel = gt | (eq & (c_eq <= r))
-        # (slot < kk holds for every selected key: a guard, never a write past the row)
-        sel = sel & (slot < kk)
-        oi_at = oi_row + slot.to(tl.int64) * stride_oic
-        _scatter(oi_at, pos.to(oi_row.dtype.element_ty), sel, ASM)
-        if STAGE:
-            if SMEM:
-                _smem_words_store(c_eq - 1, pos, eq)
-            else:
-                tl.store(stage_row + c_eq - 1, pos, mask=eq)
-        tot = tl.sum(flags, axis=1)
-        n_gt += tot >> 16
-        n_eq += tot & 0xFFFF
+            ahead, n_gt, n_eq = _write_step(
+                x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
+                oi_row, stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, False,
+            )  # fmt: skip
 
 
 BRACKET_GROUPS = dict(
@@ -393,6 +455,7 @@ def bracket_rows_kernel(
     kk = tl.minimum(k, nv)
     a = (lo // V) * V  # runs start at a vector's first element
     p0, start, nstep = _runs(a, hi, W, C)
+    inner = _inner(a, lo, hi, nstep, W, C)
     # a window of at most k keys: every valid key, each run's share of them
     gt_w = tl.maximum(tl.minimum(hi, start + nstep * C) - tl.maximum(lo, start), 0)
     eq_w = gt_w * 0
@@ -402,7 +465,8 @@ def bracket_rows_kernel(
     collect = nv != nv
     if nv > k:
         pk, phi, s, gt_w, eq_w, collect = _pivot(
-            x_row, stride_xc, p0, lo, hi, nstep, nv, k, KEYS, C, S, LOG_NB, SMEM, COLLECT
+            x_row, stride_xc, p0, lo, hi, nstep, inner, nv, k, KEYS, C, S, LOG_NB, SMEM,
+            COLLECT,
         )  # fmt: skip
     # 4. the write: every key above the bracket [pk, phi], then the first kk - above keys
     # in it where it is one key (the pivot), in index order (interleaved where the order
@@ -420,8 +484,8 @@ def bracket_rows_kernel(
     stage_row = stage + row64 * CAP
     if COLLECT and collect:
         _write_read(
-            x_row, stride_xc, p0, lo, hi, nstep, pk, phi, n_gt, n_eq, kk, oi_row, stride_oic,
-            stage_row, KEYS, C, ASM, SMEM, True,
+            x_row, stride_xc, p0, lo, hi, nstep, inner, pk, phi, n_gt, n_eq, kk, oi_row,
+            stride_oic, stage_row, KEYS, C, ASM, SMEM, True,
         )  # fmt: skip
         tl.debug_barrier()  # every staged position before the read-back
         _collected(
@@ -430,8 +494,8 @@ def bracket_rows_kernel(
         )  # fmt: skip
     else:
         _write_read(
-            x_row, stride_xc, p0, lo, hi, nstep, pk, r, n_gt, n_eq, kk, oi_row, stride_oic,
-            stage_row, KEYS, C, ASM, SMEM, False,
+            x_row, stride_xc, p0, lo, hi, nstep, inner, pk, r, n_gt, n_eq, kk, oi_row,
+            stride_oic, stage_row, KEYS, C, ASM, SMEM, False,
         )  # fmt: skip
     tl.debug_barrier()  # every staged position before the read-back
     _write_staged(
