@@ -96,23 +96,20 @@ def _inner(a, lo, hi, nstep, W: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS: tl.constexpr,
-          C: tl.constexpr, INNER: tl.constexpr):  # fmt: skip
+def _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS: tl.constexpr, C: tl.constexpr,
+          INNER: tl.constexpr):  # fmt: skip
     """Step ``b`` of every run (first positions ``p0``), its raw bits ``ahead``
     (loaded a step before; step 0's by ``_load(.., p0, ..)``): its positions, keys and
     which are in ``[lo, hi)``, and step ``b + 1``'s raw bits, loaded now for the next
-    step. ``inner = (b_in, b_out)``: the steps inside the window for every run
-    (``_inner``), loaded without a mask (a vector a thread, no bound compared); others
-    load nothing past ``hi``. ``INNER``: step ``b`` is one of them (every position
-    valid, none compared)."""
+    step (positions past ``hi`` load nothing). ``INNER``: steps ``b`` and ``b + 1`` lie
+    inside the window for every run (``_inner``): no bound compared, the next step
+    loaded a vector a thread without a mask."""
     pos = p0 + b * C
-    if (b + 1 >= inner[0]) & (b + 1 < inner[1]):
-        nxt = tl.load(x_row + (pos + C).to(tl.int64) * stride_xc)
-    else:
-        nxt = _load(x_row, stride_xc, pos + C, lo, hi)
     if INNER:
+        nxt = tl.load(x_row + (pos + C).to(tl.int64) * stride_xc)
         ok = tl.full(pos.shape, 1, tl.int1)
     else:
+        nxt = _load(x_row, stride_xc, pos + C, lo, hi)
         ok = (pos >= lo) & (pos < hi)
     key = _raw_key(ahead, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
     return pos, key, ok, nxt
@@ -173,7 +170,7 @@ def _shift(span, LOG_NB: tl.constexpr):
 
 
 @triton.jit
-def _bins_step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over,
+def _bins_step(x_row, stride_xc, p0, b, ahead, lo, hi, blo, bhi, s, h, over,
                KEYS: tl.constexpr, C: tl.constexpr, LOG_NB: tl.constexpr,
                SMEM: tl.constexpr, INNER: tl.constexpr):  # fmt: skip
     """Step ``b`` of ``_bins``' read: its keys in ``[blo, bhi]`` added to their runs'
@@ -181,7 +178,7 @@ def _bins_step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, ov
     NB: tl.constexpr = 1 << LOG_NB
     W: tl.constexpr = p0.shape[0]
     at = (tl.arange(0, W) * NB)[:, None]  # each run's bins apart
-    _, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS, C, INNER)
+    _, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C, INNER)
     inb = ok & (key >= blo) & (key <= bhi)
     bins = tl.where(inb, at + ((key - blo) >> s).to(tl.int32), 0)
     if SMEM:
@@ -209,17 +206,25 @@ def _bins(x_row, stride_xc, p0, lo, hi, nstep, inner, blo, bhi, s, KEYS: tl.cons
     if SMEM:
         _smem_bins_zero(W * NB)
     ahead = _load(x_row, stride_xc, p0, lo, hi)
-    for b in range(nstep):
-        if (b >= inner[0]) & (b < inner[1]):
-            ahead, h, over = _bins_step(
-                x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over, KEYS,
-                C, LOG_NB, SMEM, True,
-            )  # fmt: skip
-        else:
-            ahead, h, over = _bins_step(
-                x_row, stride_xc, p0, b, ahead, lo, hi, inner, blo, bhi, s, h, over, KEYS,
-                C, LOG_NB, SMEM, False,
-            )  # fmt: skip
+    # the steps in order: before the inner ones, the inner ones whose next step is
+    # inner too, the rest (the last inner one among them)
+    b_in, b_out = inner
+    tail = tl.maximum(b_in, b_out - 1)
+    for b in range(0, b_in):
+        ahead, h, over = _bins_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, blo, bhi, s, h, over, KEYS, C, LOG_NB,
+            SMEM, False,
+        )  # fmt: skip
+    for b in range(b_in, tail):
+        ahead, h, over = _bins_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, blo, bhi, s, h, over, KEYS, C, LOG_NB,
+            SMEM, True,
+        )  # fmt: skip
+    for b in range(tail, nstep):
+        ahead, h, over = _bins_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, blo, bhi, s, h, over, KEYS, C, LOG_NB,
+            SMEM, False,
+        )  # fmt: skip
     if SMEM:
         h = _smem_bins_read(W * NB)
     return tl.reshape(h, [W, NB]), tl.sum(over, axis=1)
@@ -326,13 +331,13 @@ def _collected(x_row, stride_xc, stage_row, c_b, blo, bhi, s, above, kk, oi_row,
 
 
 @triton.jit
-def _write_step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
+def _write_step(x_row, stride_xc, p0, b, ahead, lo, hi, pk, phi_or_r, n_gt, n_eq, kk,
                 oi_row, stride_oic, stage_row, KEYS: tl.constexpr, C: tl.constexpr,
                 ASM: tl.constexpr, SMEM: tl.constexpr, STAGE: tl.constexpr,
                 INNER: tl.constexpr):  # fmt: skip
     """Step ``b`` of ``_write_read``'s read; the next step's raw bits and the runs'
     counts after it."""
-    pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, inner, KEYS, C, INNER)
+    pos, key, ok, ahead = _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS, C, INNER)
     if STAGE:
         gt = ok & (key > phi_or_r)
         eq = ok & (key >= pk) & (key <= phi_or_r)
@@ -379,17 +384,23 @@ def _write_read(x_row, stride_xc, p0, lo, hi, nstep, inner, pk, phi_or_r, n_gt, 
     if STAGE:
         tl.debug_barrier()  # Triton's earlier uses of the staging words are over
     ahead = _load(x_row, stride_xc, p0, lo, hi)
-    for b in range(nstep):
-        if (b >= inner[0]) & (b < inner[1]):
-            ahead, n_gt, n_eq = _write_step(
-                x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
-                oi_row, stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, True,
-            )  # fmt: skip
-        else:
-            ahead, n_gt, n_eq = _write_step(
-                x_row, stride_xc, p0, b, ahead, lo, hi, inner, pk, phi_or_r, n_gt, n_eq, kk,
-                oi_row, stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, False,
-            )  # fmt: skip
+    b_in, b_out = inner  # the steps in order, as in _bins
+    tail = tl.maximum(b_in, b_out - 1)
+    for b in range(0, b_in):
+        ahead, n_gt, n_eq = _write_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, pk, phi_or_r, n_gt, n_eq, kk, oi_row,
+            stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, False,
+        )  # fmt: skip
+    for b in range(b_in, tail):
+        ahead, n_gt, n_eq = _write_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, pk, phi_or_r, n_gt, n_eq, kk, oi_row,
+            stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, True,
+        )  # fmt: skip
+    for b in range(tail, nstep):
+        ahead, n_gt, n_eq = _write_step(
+            x_row, stride_xc, p0, b, ahead, lo, hi, pk, phi_or_r, n_gt, n_eq, kk, oi_row,
+            stride_oic, stage_row, KEYS, C, ASM, SMEM, STAGE, False,
+        )  # fmt: skip
 
 
 BRACKET_GROUPS = dict(
