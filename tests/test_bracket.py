@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from helpers import assert_same_topk
 from test_triton_short import _adversarial
 
 from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
+from deepselect.ops.triton.bracket import _inner, _runs
 from deepselect.ops.triton.launch import PageMap
 from deepselect.options import Order
 from deepselect.triton_bracket import BracketPlan, bracket_constants, run_bracket
@@ -93,6 +96,64 @@ def test_a_sample_far_off_takes_every_key(dtype):
     for k in (5, 100, 512, 600):  # 512: both ranks inside the sample
         check(x, k)
     check(x, 100, plan=BracketPlan(warps=1, vectors=1, sample=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("plan", [SMALL, FOUR], ids=["2warps", "4warps"])
+def test_values_outside_the_window_never_count(dtype, plan):
+    """The largest values of each row just outside its window (a begin off a vector,
+    ends inside a step, windows of several steps a run, so that the first and last
+    steps are read with bounds and the inner ones without): any of them counted would
+    be selected."""
+    rows, n = 6, 2000
+    x = make("normal", rows, n, dtype, DEV, seed=11)
+    begin = torch.tensor([3, 1, 0, 5, 17, 2], device=DEV)
+    end = torch.tensor([1997, 1500, 1999, 1201, 1024, 777], device=DEV)
+    for r in range(rows):
+        lo, hi = int(begin[r]), int(end[r])
+        x[r, max(lo - 3, 0) : lo] = 1e4 + r
+        x[r, hi : hi + 3] = 2e4 + r
+    for k in (5, 150, 600):
+        for order in (Order.NONE, Order.VALUE, Order.INDEX):
+            check(x, k, plan, begin=begin, end=end, order=order, largest=k != 150)
+
+
+@triton.jit
+def _inner_kernel(lo_ptr, hi_ptr, out_ptr, W: tl.constexpr, C: tl.constexpr, V: tl.constexpr):
+    """The runs' steps and their inner ones (``bracket._inner``) for window ``i``."""
+    i = tl.program_id(0)
+    lo = tl.load(lo_ptr + i)
+    hi = tl.load(hi_ptr + i)
+    a = (lo // V) * V
+    _, _, nstep = _runs(a, hi, W, C)
+    b_in, b_out = _inner(a, lo, hi, nstep, W, C)
+    tl.store(out_ptr + 4 * i, a)
+    tl.store(out_ptr + 4 * i + 1, nstep)
+    tl.store(out_ptr + 4 * i + 2, b_in)
+    tl.store(out_ptr + 4 * i + 3, b_out)
+
+
+def test_inner_steps_lie_inside_the_window():
+    """``_inner``'s steps, read without bounds and loaded a step ahead without a mask:
+    every position of every run's steps ``[b_in, b_out)`` lies inside the window, for
+    windows of every start and length against runs of 1-8 warps; a window of whole
+    steps from a vector's start is inner throughout."""
+    g = torch.Generator().manual_seed(5)
+    lo = torch.randint(0, 300, (200,), generator=g, dtype=torch.int32)
+    hi = lo + torch.randint(1, 3000, (200,), generator=g, dtype=torch.int32)
+    lo[:20], hi[:20] = 0, torch.arange(1, 21, dtype=torch.int32) * 768  # whole steps
+    for w, c, v in ((1, 32, 4), (2, 128, 4), (4, 256, 8), (8, 64, 8)):
+        out = torch.zeros(200, 4, dtype=torch.int32, device=DEV)
+        _inner_kernel[(200,)](lo.to(DEV), hi.to(DEV), out, W=w, C=c, V=v)
+        got = zip(out.cpu().tolist(), lo.tolist(), hi.tolist(), strict=True)
+        for (a, nstep, b_in, b_out), lo_, hi_ in got:
+            assert 0 <= b_in <= b_out <= nstep
+            for b in range(b_in, b_out):
+                first = a + b * c  # run 0's step b
+                last = a + (w - 1) * nstep * c + (b + 1) * c  # past the last run's step b
+                assert lo_ <= first and last <= hi_, (lo_, hi_, a, nstep, b)
+            if lo_ == 0 and hi_ % (w * c) == 0:
+                assert (b_in, b_out) == (0, nstep), (hi_, w, c)
 
 
 @pytest.mark.parametrize("extra", [0, 1], ids=["cap", "cap+1"])
