@@ -253,7 +253,12 @@ def test_gpu_full_size(rows, n, k, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "rows,n,dtype",
-    [(512, 16384, torch.bfloat16), (4096, 8192, torch.float16), (512, 8192, torch.float32)],
+    [
+        (512, 16384, torch.bfloat16),
+        (4096, 8192, torch.float16),
+        (512, 8192, torch.float32),
+        (512, 16384, torch.float32),
+    ],
 )
 def test_gpu_dispatch_takes_it(rows, n, dtype):
     """Where the dispatch routes a shape here (``triton_short.BRACKET_KP``), ``topk_rows``

@@ -291,6 +291,12 @@ def boundaries(sm: int) -> list[Boundary]:
         Boundary("bracket crowded fp32 rows", F32, ((crowd - 1, cfg.nmax, ts.BRACKET_KP),
                                                     (crowd, cfg.nmax, ts.BRACKET_KP)),
                  "path", (short, bracket)),
+        # 32-bit rows of up to two slices at kp = BRACKET_KP too (more rows than SMs: no
+        # radix passes), longer ones stream
+        Boundary("bracket fp32 rows of two slices", F32, ((wide_rows, wide_n, ts.BRACKET_KP),
+                                                          (wide_rows, wide_n + STEP,
+                                                           ts.BRACKET_KP)),
+                 "path", (bracket, stream)),
     ]  # fmt: skip
 
 
@@ -341,7 +347,7 @@ def test_boundaries_change_path_at_their_constants(sm):
     """Without a GPU: at H100 SXM / PCIe and a smaller count of SMs, each boundary's
     two sides take the paths the table says (the GPU test then runs them)."""
     seen = boundaries(sm)
-    assert len({b.name for b in seen}) == len(seen) == 18
+    assert len({b.name for b in seen}) == len(seen) == 19
     for b in seen:
         assert all(r >= 1 and n >= 1 for r, n, _ in b.sides), b.name
         _check_sides(b, sm)

@@ -105,9 +105,13 @@ def test_dispatch_routes_many_16_bit_rows_of_two_slices_at_large_k():
     assert path(4096, 8192, 2048, torch.float32) == "bracket"
     assert path(4096, 8192, 2048, torch.float32, order="value") == "short nmax=8192 crowded"
     assert path(395, 8192, 2048, torch.float32) == "short nmax=8192"
+    # 32-bit rows of up to two slices too, where the radix passes do not hold them
+    assert path(512, 16384, 2048, torch.float32) == "bracket"
+    assert path(4096, 12345, 2048, torch.float32) == "bracket"
+    assert path(512, 16384, 2048, torch.float32, order="value") == "stream"
     # the neighbours keep their plans: longer 32-bit rows, longer rows, k <= 512, few
     # rows (the split or its radix passes)
-    assert path(512, 16384, 2048, torch.float32) == "stream"
+    assert path(512, 16385, 2048, torch.float32) == "stream"
     assert path(512, 2 * 16384, 2048) == "stream"
     assert path(512, WIDE_SHORT_SLICES * 8192 + 1, 2048) == "stream"
     assert path(4096, 16384, WIDE_SHORT_MIN_KP // 2) == "stream"
@@ -116,7 +120,7 @@ def test_dispatch_routes_many_16_bit_rows_of_two_slices_at_large_k():
     assert path(64, 16384, 1024).startswith("split")
     # k past a split's segment: the stream as before (kp 4096 untimed)
     assert path(4096, 16384, 2049) == "stream"
-    assert short_path(torch.empty(4096, 16384, device="meta"), 2048, TopkOptions(), 132) is None
+    assert short_path(torch.empty(4096, 16385, device="meta"), 2048, TopkOptions(), 132) is None
 
 
 # ------------------------------------------------------------------ exact selections

@@ -108,7 +108,7 @@ PASS_OVER_STREAM_KP = 2048  # from this kp the radix passes, where they fit, bea
 LEAN_MAX_KP = 512  # a split of k up to this is lean (see lean_split)
 LEAN_BITS = 8  # a lean split's digits
 LEAN_REGS = 64  # a lean split's register cap: two programs of 16 warps per SM
-BRACKET_KP = 2048  # many rows of 4K-8K (16-bit: to 16K) at this kp: the bracket kernel
+BRACKET_KP = 2048  # many rows of 4K-16K at this kp: the bracket kernel
 WIDE_SHORT_MIN_KP = 1024  # the smallest kp of a wide short row (k <= 512 stays streamed)
 WIDE_SHORT_SLICES = 2  # the longest wide short row, in ShortConfig.nmax
 """Many rows (more than the split takes) of 16-bit keys, ``cfg.nmax < N <=
@@ -293,6 +293,8 @@ def _plan(
             if bracket:
                 return ShortPlan("bracket", (), kp, fused)
             return wide_short_plan(n, k, cfg, interpreting)
+        if bracket and n <= WIDE_SHORT_SLICES * cfg.nmax:  # 32-bit rows of up to 16K too
+            return ShortPlan("bracket", (), kp, fused)
         return None
     L = cfg.nmax
     nseg = -(-n // L)
