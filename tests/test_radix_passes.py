@@ -100,9 +100,12 @@ def test_plan_radix_passes_where_one_launch_holds_them():
     assert plan(64, 16384, 2048, bits=32, by_value=True) is None
     assert plan(64, 32768, 2048, bits=32) is None  # 2 segments a program of 32-bit keys
     assert plan(66, 2**17, 2048).pass_tiles == 8  # 16 segments a row, two programs
-    assert plan(67, 2**17, 2048) is None and plan(512, 16384, 2048, bits=32) is None  # too many
-    # too many too, 16-bit keys: the bracket kernel; sorted, a wide short row
+    assert plan(67, 2**17, 2048) is None  # too many
+    # too many too, rows of up to two slices: the bracket kernel (sorted 16-bit keys: a
+    # wide short row; longer 32-bit rows: the stream)
     assert plan(512, 16384, 2048).kind == "bracket"
+    assert plan(512, 16384, 2048, bits=32).kind == "bracket"
+    assert plan(512, 16385, 2048, bits=32) is None
     whole = plan(512, 16384, 2048, by_value=True)
     assert whole.kind == "short" and not whole.passes and whole.levels[0].nmax == 16384
 
