@@ -289,12 +289,10 @@ def _plan(
         # launch holds the rows' segments
         if pkw and not by_value and kp >= PASS_OVER_STREAM_KP:
             return ShortPlan("split", (pkw["pass_level"],), kp, fused, **pkw)
-        if bits == 16 and kp >= WIDE_SHORT_MIN_KP and n <= WIDE_SHORT_SLICES * cfg.nmax:
-            if bracket:
-                return ShortPlan("bracket", (), kp, fused)
-            return wide_short_plan(n, k, cfg, interpreting)
-        if bracket and n <= WIDE_SHORT_SLICES * cfg.nmax:  # 32-bit rows of up to 16K too
+        if bracket and n <= WIDE_SHORT_SLICES * cfg.nmax:  # 16- and 32-bit keys
             return ShortPlan("bracket", (), kp, fused)
+        if bits == 16 and kp >= WIDE_SHORT_MIN_KP and n <= WIDE_SHORT_SLICES * cfg.nmax:
+            return wide_short_plan(n, k, cfg, interpreting)
         return None
     L = cfg.nmax
     nseg = -(-n // L)
