@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
-from triton.backends.compiler import GPUTarget
 
 from deepselect.options import Order
 from deepselect.triton_bracket import (
@@ -34,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from compile_check import (  # noqa: E402
     bins_clash,
     call_defaults,
+    compile_sm90,
     launch_specialization,
     ptxas_report,
     source,
@@ -41,8 +40,6 @@ from compile_check import (  # noqa: E402
 )
 
 from deepselect.ops.triton.bracket import bracket_rows_kernel  # noqa: E402
-
-TARGET = GPUTarget("cuda", 90, 32)
 
 
 def loop_conversions(ttgir: str) -> int:
@@ -71,7 +68,7 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     attrs, ones = launch_specialization(bracket_rows_kernel, sig, values)
     sig.update({n: "constexpr" for n in ones})
     src = source(bracket_rows_kernel, sig, {**consts, **ones}, attrs)
-    c = triton.compile(src, target=TARGET, options=launch_options(plan))
+    c = compile_sm90(src, launch_options(plan))
     ptx = c.asm["ptx"]
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "

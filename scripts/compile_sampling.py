@@ -16,8 +16,6 @@ import re
 import sys
 from pathlib import Path
 
-import triton
-from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from deepselect.ops.triton import sampling
@@ -32,9 +30,8 @@ from deepselect.triton_sampling import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_check import bins_clash, ptxas_report  # noqa: E402
+from compile_check import bins_clash, compile_sm90, ptxas_report  # noqa: E402
 
-TARGET = GPUTarget("cuda", 90, 32)
 RANKINGS = ((False, False), (True, False), (True, True))
 # (K_TENSOR, TEMP_TENSOR, FROM_PROBS, P_TENSOR)
 TOP_P_VARIANTS = [(False, t, False, p) for t in (False, True) for p in (False, True)]
@@ -47,7 +44,7 @@ RAW = {32: ("*i32", "*fp32", -8388608), 16: ("*i16", "*bf16", -128)}
 
 def build(fn, sig: dict, consts: dict) -> str:
     sig = {**sig, **{k: "constexpr" for k in consts}}
-    kernel = triton.compile(ASTSource(fn, signature=sig, constexprs=consts), target=TARGET)
+    kernel = compile_sm90(ASTSource(fn, signature=sig, constexprs=consts))
     ptx = kernel.asm["ptx"]
     flags = " ".join(f"{k}={int(v)}" for k, v in consts.items() if isinstance(v, bool))
     divs = sorted(set(re.findall(r"\bdiv\.\w+\.f32", ptx)))
