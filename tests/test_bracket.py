@@ -17,8 +17,9 @@ from test_triton_short import _adversarial
 
 from deepselect import TopkOptions, oracle_topk
 from deepselect.distributions import KINDS, make
-from deepselect.ops.triton.bracket import _inner, _runs
-from deepselect.ops.triton.launch import PageMap
+from deepselect.keys import to_keys
+from deepselect.ops.triton.bracket import _bkey, _inner, _runs
+from deepselect.ops.triton.launch import PageMap, key_constants
 from deepselect.options import Order
 from deepselect.triton_bracket import BracketPlan, bracket_constants, run_bracket
 
@@ -116,6 +117,48 @@ def test_values_outside_the_window_never_count(dtype, plan):
     for k in (5, 150, 600):
         for order in (Order.NONE, Order.VALUE, Order.INDEX):
             check(x, k, plan, begin=begin, end=end, order=order, largest=k != 150)
+
+
+@triton.jit
+def _bkey_kernel(raw_ptr, out_ptr, n, KEYS: tl.constexpr, BLOCK: tl.constexpr):
+    """``bracket._bkey`` of ``n`` raw values (as the kernel loads them)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    raw = tl.load(raw_ptr + i, mask=i < n, other=0)
+    tl.store(out_ptr + i, _bkey(raw, KEYS).to(tl.int64), mask=i < n)
+
+
+def _raw_patterns(dtype) -> torch.Tensor:
+    """Every 16-bit pattern; for fp32 the specials (±0, ±inf, NaNs of both signs and
+    payloads, the extreme finite and subnormal ones) and 60,000 random patterns."""
+    if dtype != torch.float32:
+        return torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    g = torch.Generator().manual_seed(3)
+    special = [0, 1, 2, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001,
+               0x7FC00000, 0x7FFFFFFF]  # fmt: skip
+    pos = torch.tensor(special, dtype=torch.int64)
+    both = torch.cat([pos, pos | 0x80000000, torch.randint(0, 2**32, (60000,), generator=g)])
+    return torch.where(both >= 2**31, both - 2**32, both).to(torch.int32)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_keys_keep_the_contract_order(dtype, largest):
+    """The bracket's keys order raw values as the contract's keys do (``keys.to_keys``:
+    ±0 equal, every NaN equal and largest, the mirror where not ``largest``): over every
+    16-bit pattern and a sample of fp32 ones, equal keys exactly where the contract's
+    are equal, smaller exactly where smaller; all inside ``[0, KEY_MASK]``."""
+    raw = _raw_patterns(dtype)
+    c = key_constants(dtype, largest)
+    keys = (c["KEY_MASK"], c["SIGN"], c["INF_BITS"], c["LARGEST"], c["RAW16"])
+    got = torch.empty(raw.numel(), dtype=torch.int64)
+    _bkey_kernel[(triton.cdiv(raw.numel(), 4096),)](raw, got, raw.numel(), keys, 4096)
+    want = to_keys(raw.view(dtype), largest=largest)
+    order = torch.argsort(want, stable=True)
+    w, g = want[order], got[order]
+    assert bool((g >= 0).all()) and bool((g <= c["KEY_MASK"]).all())
+    step_w, step_g = w[1:] - w[:-1], g[1:] - g[:-1]
+    assert torch.equal(step_w == 0, step_g == 0)  # equal keys where the contract's are
+    assert bool((step_g[step_w > 0] > 0).all())  # and increasing where they increase
 
 
 @triton.jit

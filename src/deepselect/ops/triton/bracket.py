@@ -52,8 +52,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import _raw_key, _window
-from .short import SHORT_GROUPS, _key, _row_offset, _write_staged
+from .common import _window
+from .short import SHORT_GROUPS, _row_offset, _write_staged
 from .sync import (
     _histogram,
     _smem_bins_add,
@@ -64,6 +64,28 @@ from .sync import (
 
 BRACKET_Z = tl.constexpr(3.0)  # the bracket's half width, in standard deviations ...
 BRACKET_PAD = tl.constexpr(2.0)  # ... plus this many samples
+
+
+@triton.jit
+def _bkey(raw, KEYS: tl.constexpr):
+    """The bracket's keys of raw bits ``raw`` (int16 or int32 as loaded; ``KEYS =
+    (KEY_MASK, SIGN, INF_BITS, LARGEST, RAW16)``): in the contract's order, ±0 one key
+    and every NaN one key, the largest (the smallest where not ``LARGEST``). Not
+    ``common._to_key``'s values, for fewer instructions an entry in the reads: the
+    magnitude signed by the sign bit (``(mag ^ s) - s``, ±0 both 0) plus the magnitude
+    of infinity, so that -inf is 0, +inf ``2 * INF_BITS`` and the NaNs above it (the
+    negative ones wrap around to the top), then every NaN clamped to one key,
+    ``2 * INF_BITS + 1`` (below ``KEY_MASK``). Only this kernel's comparisons and
+    histograms see them; its outputs are read from the row."""
+    MAG: tl.constexpr = KEYS[0] ^ KEYS[1]
+    TOP: tl.constexpr = 2 * KEYS[2] + 1
+    v = raw.to(tl.int32)  # sign-extended from 16 bits
+    s = (v >> 31).to(tl.uint32, bitcast=True)  # all ones where the sign is set
+    t = (v.to(tl.uint32, bitcast=True) & MAG) ^ s
+    key = tl.minimum(t - s + KEYS[2], tl.full([], TOP, tl.uint32))
+    if not KEYS[3]:
+        key = TOP - key
+    return key
 
 
 @triton.jit
@@ -111,7 +133,7 @@ def _step(x_row, stride_xc, p0, b, ahead, lo, hi, KEYS: tl.constexpr, C: tl.cons
     else:
         nxt = _load(x_row, stride_xc, pos + C, lo, hi)
         ok = (pos >= lo) & (pos < hi)
-    key = _raw_key(ahead, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
+    key = _bkey(ahead, KEYS)
     return pos, key, ok, nxt
 
 
@@ -147,7 +169,7 @@ def _sample_bracket(x_row, stride_xc, lo, nv, k, KEYS: tl.constexpr, S: tl.const
     j = tl.arange(0, S)
     pos = lo + ((nv.to(tl.int64) * j) // S).to(tl.int32)
     raw = _load(x_row, stride_xc, pos, lo, lo + nv)
-    key = _raw_key(raw, KEYS[4], KEYS[0], KEYS[1], KEYS[2], KEYS[3])
+    key = _bkey(raw, KEYS)
     srt = tl.sort(key, descending=True)
     m = (k * 1.0) * S / nv.to(tl.float32)  # k may be a compile-time 1
     d = BRACKET_Z * tl.sqrt(m) + BRACKET_PAD
@@ -312,7 +334,7 @@ def _collected(x_row, stride_xc, stage_row, c_b, blo, bhi, s, above, kk, oi_row,
         pos = _smem_bins_read(CAP)
     else:
         pos = tl.load(stage_row + j, mask=real, other=0)
-    key = _key(tl.load(x_row + pos.to(tl.int64) * stride_xc, mask=real, other=0), KEYS)
+    key = _bkey(tl.load(x_row + pos.to(tl.int64) * stride_xc, mask=real, other=0), KEYS)
     above_w = tl.zeros([1], tl.int32) + above
     done = c_b != c_b
     while not done:
