@@ -7,7 +7,8 @@
 # the same call. Logs and CSVs in $OUT (default ./out); a short report last.
 # Environment: GRID_ARGS, OPS_ARGS (extra `deepselect bench` options, default --quick),
 # WARM_TIMEOUT, GRID_TIMEOUT, OPS_TIMEOUT, HOST_TIMEOUT (seconds; GRID_TIMEOUT=0: no
-# indexer grid, HOST_TIMEOUT=0: no host table), BESIDE (a command run while FlashInfer compiles; output in beside.txt).
+# indexer grid, HOST_TIMEOUT=0: no host table), BESIDE (a command run while FlashInfer compiles; output in beside.txt;
+# a light one: the GPU suite beside it, on 16 cores, finished 86 of 436 tests in 290 s, 2026-12-08).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
