@@ -7,6 +7,7 @@ staged positions of a bracket left wide (``stage_clash``), the layout conversion
 loop over the row's blocks), registers and spills.
 
     python scripts/compile_bracket.py [--warps 8] [--vectors 1,2] [--sample 256] [--dtypes bf16]
+    python scripts/compile_bracket.py --dtypes bf16 --loops   # each loop's SASS: a step's cost
 
 By default the dispatch's launch (``triton_bracket.BRACKET``).
 """
@@ -35,6 +36,8 @@ from compile_check import (  # noqa: E402
     compile_sm90,
     launch_specialization,
     ptxas_report,
+    sass,
+    sass_loops,
     source,
     stage_clash,
 )
@@ -57,7 +60,7 @@ def loop_conversions(ttgir: str) -> int:
     return n
 
 
-def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
+def build(dtype, k, plan: BracketPlan, order: Order, idx64=False, loops=False) -> str:
     sig = bracket_signature(dtype, idx64)
     consts = bracket_constants(
         dtype, k, plan, largest=True, order=order, has_window=3, off_tensor=False,
@@ -70,13 +73,14 @@ def build(dtype, k, plan: BracketPlan, order: Order, idx64=False) -> str:
     src = source(bracket_rows_kernel, sig, {**consts, **ones}, attrs)
     c = compile_sm90(src, launch_options(plan))
     ptx = c.asm["ptx"]
+    steps = "".join(f"\n  {ln}" for ln in sass_loops(sass(c.asm["cubin"]))) if loops else ""
     return (
         f"{str(dtype)[6:]:8s} k={k:5d} order={order.value:5s} warps={plan.warps} "
         f"vectors={plan.vectors} sample={plan.sample} smem={c.metadata.shared} "
         f"bins={ptx.count('red.shared.add.u32')} clash={bins_clash(ptx, 32)} "
         f"stage_clash={stage_clash(ptx)} "
         f"cvt={c.asm['ttgir'].count('convert_layout')} "
-        f"loop_cvt={loop_conversions(c.asm['ttgir'])} {ptxas_report(ptx)}"
+        f"loop_cvt={loop_conversions(c.asm['ttgir'])} {ptxas_report(ptx)}{steps}"
     )
 
 
@@ -86,13 +90,14 @@ def main() -> None:
     p.add_argument("--vectors", default=str(BRACKET.vectors))
     p.add_argument("--sample", type=int, default=BRACKET.sample)
     p.add_argument("--dtypes", default="bf16,fp32")
+    p.add_argument("--loops", action="store_true", help="each loop's SASS (sass_loops)")
     a = p.parse_args()
     dts = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     for name in a.dtypes.split(","):
         for vec in (int(v) for v in a.vectors.split(",")):
             plan = BracketPlan(warps=a.warps, vectors=vec, sample=a.sample)
             for k, order in ((2048, Order.NONE), (512, Order.NONE), (2048, Order.VALUE)):
-                print(build(dts[name], k, plan, order), flush=True)
+                print(build(dts[name], k, plan, order, loops=a.loops), flush=True)
 
 
 if __name__ == "__main__":

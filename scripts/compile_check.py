@@ -404,6 +404,43 @@ def sass_stats(cubin: bytes) -> str:
     return f"sass={total} " + " ".join(f"{o}={ops[o]}" for o in keys)
 
 
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_SASS_SOURCE = re.compile(r'## File "([^"]+)", line (\d+)')
+_SASS_LABEL = re.compile(r"^\s*\.L_x_(\d+):")
+_SASS_BACK = re.compile(r"BRA\s+`\(\.L_x_(\d+)\)")
+
+
+def sass_loops(text: str, min_body: int = 16, top: int = 6) -> list[str]:
+    """The loops of nvdisasm's SASS (``sass``'s text; a branch back to a label at least
+    ``min_body`` instructions before it), one line each in program order: the body's
+    instructions, its global loads and stores, shared stores and atomics, and the
+    ``top`` source lines (``file:line``, from ``-lineinfo``) with the most instructions
+    in it. What a step of a read costs, before any GPU time."""
+    insts, labels, src = [], {}, "?"
+    for line in text.splitlines():
+        if m := _SASS_SOURCE.search(line):
+            src = f"{os.path.basename(m.group(1))}:{m.group(2)}"
+        elif m := _SASS_LABEL.match(line):
+            labels[m.group(1)] = len(insts)
+        elif m := _SASS_LINE.search(line):
+            insts.append((m.group(2), src))
+    out = []
+    for i, (ins, _) in enumerate(insts):
+        m = _SASS_BACK.search(ins)
+        if not m or labels.get(m.group(1), i) > i - min_body:
+            continue
+        body = insts[labels[m.group(1)] : i + 1]
+        ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", b).split(".")[0].split()[0]
+                                  for b, _ in body)  # fmt: skip
+        lines = collections.Counter(s for _, s in body).most_common(top)
+        out.append(
+            f"loop of {len(body)}: LDG={ops['LDG']} STG={ops['STG']} STS={ops['STS']} "
+            f"ATOMS={ops['ATOMS'] + ops['RED']} | "
+            + " ".join(f"{s}={n}" for s, n in lines)
+        )
+    return out
+
+
 def config_overrides(spec: str) -> dict:
     """``FIELD=VALUE,...`` as LaunchConfig fields, each value read as its field's type
     (bool: 0/1/true/false); ValueError for an unknown field or a bad value."""

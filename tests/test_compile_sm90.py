@@ -195,11 +195,14 @@ def test_bracket_kernel_builds_without_clash_or_spills():
     spills and no layout conversion in its loops over the row. Outside them a few: the
     runs' counts between reads (a handful a row, none a step), the narrowing among a
     staged bracket's keys after the write's read (two a row) and one in the write after
-    the loops (16-bit values and 32-bit indices stored in vectors of 16 bytes)."""
+    the loops (16-bit values and 32-bit indices stored in vectors of 16 bytes). Its SASS
+    (``compile_check.sass_loops``) holds the reads as loops: steps with a load, with
+    histogram adds and with scattered stores."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "compile_bracket.py"), "--dtypes", "bf16"],
+        [sys.executable, str(ROOT / "scripts" / "compile_bracket.py"), "--dtypes", "bf16",
+         "--loops"],  # fmt: skip
         env=env,
         capture_output=True,
         text=True,
@@ -215,3 +218,7 @@ def test_bracket_kernel_builds_without_clash_or_spills():
         if "order=value" not in line:
             assert spills(line) == 0 and " loop_cvt=0 " in line, line
             assert int(re.search(r" cvt=(\d+)", line).group(1)) <= 10, line
+    loops = [ln for ln in r.stdout.splitlines() if ln.startswith("  loop of ")]
+    count = lambda ln, op: int(re.search(rf" {op}=(\d+)", ln).group(1))  # noqa: E731
+    assert any(count(ln, "LDG") and count(ln, "ATOMS") for ln in loops), r.stdout
+    assert any(count(ln, "LDG") and count(ln, "STG") for ln in loops), r.stdout
