@@ -149,3 +149,15 @@ def test_top_p_probe_on_cpu(program, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         program("top_p_probe").main(["--set", "NO_SUCH=1"])
     assert "no int constant 'NO_SUCH'" in capsys.readouterr().err
+
+
+def test_top_p_rejection_draws_the_kept_mass(program, capsys):
+    """The rejection draw's definition: every draw in the kept set and its counts
+    within a chi-square bound of ``w / W_S`` (a wrong pool or a check that keeps the
+    cut's bin whole fails it); the reads table on small rows."""
+    mod = program("top_p_rejection")
+    mod.check(800)
+    out = capsys.readouterr().out
+    assert out.count("chi-square") == 4, out
+    mod.table(v=5000, rows=1, draws=5)
+    assert "| 8 | 0.99 |" in capsys.readouterr().out
