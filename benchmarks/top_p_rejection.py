@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from deepselect import engine
+from deepselect import engine, triton_sampling
 
 FINE = 11  # a key's top bits for the fine bins (the cut's bin)
 CLASS = 5  # a key's top bits for the classes
@@ -51,7 +51,7 @@ class Row:
 
 def fixed(p: torch.Tensor) -> torch.Tensor:
     """``ops.triton.top_p._fixed`` of fp32 weights in ``[0, 1]``, as int64."""
-    fix = float(2 ** (62 - max(p.numel(), 1).bit_length()))
+    fix = triton_sampling.fixed_scale(p.numel())
     return (p.clamp(0.0, 1.0).double() * fix + 0.5).floor().to(torch.int64)
 
 

@@ -42,8 +42,9 @@ run)
   rc=0
   for ((i = 1; i <= rounds; i++)); do
     for tree in "$dir/src" src; do
-      tag=$([ "$tree" = src ] && echo "new" || echo "$rev")
-      PYTHONPATH=$(cd "$tree" && pwd) TRITON_CACHE_DIR=$cache/ab_$(basename "$dir")_$([ "$tree" = src ] && echo new || echo old) \
+      side=old tag=$rev
+      [ "$tree" = src ] && side=new tag=new
+      PYTHONPATH=$(cd "$tree" && pwd) TRITON_CACHE_DIR=$cache/ab_$(basename "$dir")_$side \
         "$@" 2>&1 | sed "s|^|[$tag $i] |" | tee -a "${log:-/dev/null}"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1
     done

@@ -389,25 +389,35 @@ def sass(cubin: bytes) -> str:
         ).stdout
 
 
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_SASS_SOURCE = re.compile(r'## File "([^"]+)", line (\d+)')
+_SASS_LABEL = re.compile(r"^\s*\.L_x_(\d+):")
+_SASS_BACK = re.compile(r"BRA\s+`\(\.L_x_(\d+)\)")
+
+
+_SASS_OP = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z0-9_]+)([.A-Z0-9_]*)")
+
+
+def _opcode(ins: str) -> tuple[str, str]:
+    """An instruction's opcode and its modifiers (``LDG``, ``.E.128``), its guard
+    predicate dropped."""
+    m = _SASS_OP.match(ins)
+    return (m.group(1), m.group(2)) if m else ("?", "")
+
+
 def sass_stats(cubin: bytes) -> str:
     """Instruction count of the SASS and of the operations the pivot searches use
     (static: a loop body counts once)."""
     ops = collections.Counter()
     for line in sass(cubin).splitlines():
-        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)([.A-Z0-9_]*)", line)
-        if m:
-            ops[m.group(1)] += 1
-            if m.group(1) == "LDG" and ".128" in m.group(2):  # 16-byte global loads
+        if m := _SASS_LINE.search(line):
+            op, mods = _opcode(m.group(2))
+            ops[op] += 1
+            if op == "LDG" and ".128" in mods:  # 16-byte global loads
                 ops["LDG128"] += 1
     keys = ("VOTE", "POPC", "LOP3", "ISETP", "SEL", "SHFL", "ATOMS", "BAR", "LDG128")
     total = sum(n for o, n in ops.items() if o != "LDG128")
     return f"sass={total} " + " ".join(f"{o}={ops[o]}" for o in keys)
-
-
-_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-_SASS_SOURCE = re.compile(r'## File "([^"]+)", line (\d+)')
-_SASS_LABEL = re.compile(r"^\s*\.L_x_(\d+):")
-_SASS_BACK = re.compile(r"BRA\s+`\(\.L_x_(\d+)\)")
 
 
 def sass_loops(text: str, min_body: int = 16, top: int = 6) -> list[str]:
@@ -430,8 +440,7 @@ def sass_loops(text: str, min_body: int = 16, top: int = 6) -> list[str]:
         if not m or labels.get(m.group(1), i) > i - min_body:
             continue
         body = insts[labels[m.group(1)] : i + 1]
-        ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", b).split(".")[0].split()[0]
-                                  for b, _ in body)  # fmt: skip
+        ops = collections.Counter(_opcode(b)[0] for b, _ in body)
         lines = collections.Counter(s for _, s in body).most_common(top)
         out.append(
             f"loop of {len(body)}: LDG={ops['LDG']} STG={ops['STG']} STS={ops['STS']} "

@@ -20,6 +20,7 @@ from deepselect.distributions import KINDS, make
 from deepselect.keys import to_keys
 from deepselect.ops.triton.bracket import _bkey, _inner, _runs
 from deepselect.ops.triton.launch import PageMap, key_constants
+from deepselect.ops.triton.short import SHORT_GROUPS
 from deepselect.options import Order
 from deepselect.triton_bracket import BracketPlan, bracket_constants, run_bracket
 
@@ -149,7 +150,7 @@ def test_keys_keep_the_contract_order(dtype, largest):
     are equal, smaller exactly where smaller; all inside ``[0, KEY_MASK]``."""
     raw = _raw_patterns(dtype)
     c = key_constants(dtype, largest)
-    keys = (c["KEY_MASK"], c["SIGN"], c["INF_BITS"], c["LARGEST"], c["RAW16"])
+    keys = tuple(c[name] for name in SHORT_GROUPS["KEYS"])  # the kernels' KEYS bundle
     got = torch.empty(raw.numel(), dtype=torch.int64)
     _bkey_kernel[(triton.cdiv(raw.numel(), 4096),)](raw, got, raw.numel(), keys, 4096)
     want = to_keys(raw.view(dtype), largest=largest)

@@ -265,6 +265,13 @@ def gumbel_draw(
     return out
 
 
+def fixed_scale(v: int) -> float:
+    """The scale of a row's fixed-point weights (``ops.triton.top_p._fixed``: a weight
+    in ``[0, 1]`` times it, rounded to an int64): a power of two at which ``v`` of them
+    sum below ``2**62``."""
+    return float(2 ** (62 - max(v, 1).bit_length()))
+
+
 def _part_block() -> int:
     """Entries a step of the parts' reads: ``PART_BLOCK``, or ``READ_BLOCK`` where that
     is smaller."""
@@ -327,8 +334,7 @@ def top_p_draw(
     # the descents' bin sums: shared-memory atomics; else in registers, 256 a step's
     # entry (a Triton older than SMEM_HIST_TRITON on a GPU: short steps, slow)
     smem = smem_hist()
-    # fixed-point weights (ops.triton.top_p._fixed): V of them sum below 2**62
-    fix = float(2 ** (62 - max(v, 1).bit_length()))
+    fix = fixed_scale(v)
     parts, length = _split_parts(rows, v, k, x.device)
     first = select is not None and from_probs and parts > 1
     top1 = first and not k_tensor  # every row whole: the parts' top-1 is the selection
